@@ -1,0 +1,1 @@
+//! Judging facts against a policy.

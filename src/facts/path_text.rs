@@ -1,0 +1,210 @@
+//! Pure string operations on POSIX paths: home expansion and lexical
+//! normalization, with the semantics of Node's `path` module so patterns and
+//! values expand exactly as the reference expands them.
+
+use std::path::PathBuf;
+
+/// The home directory used for `~` / `$HOME` expansion: `$HOME` first (as
+/// Node's `os.homedir()`), then the password database.
+pub fn home_dir() -> String {
+    if let Some(home) = std::env::var_os("HOME") {
+        if !home.is_empty() {
+            return home.to_string_lossy().into_owned();
+        }
+    }
+    passwd_home().unwrap_or_else(|| "/".to_string())
+}
+
+fn passwd_home() -> Option<String> {
+    // SAFETY: getpwuid returns a pointer into static storage or null; we copy
+    // the string out before any other passwd call can overwrite it.
+    unsafe {
+        let entry = libc::getpwuid(libc::getuid());
+        if entry.is_null() || (*entry).pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr((*entry).pw_dir);
+        Some(dir.to_string_lossy().into_owned())
+    }
+}
+
+/// Expands a leading `~`, `$HOME` or `${HOME}` (alone or followed by `/`).
+/// Everything else is returned unchanged: a `~user` or a `$HOME` in the
+/// middle is literal, as in the reference.
+pub fn expand_home(text: &str, home: &str) -> String {
+    for prefix in ["~", "$HOME", "${HOME}"] {
+        if text == prefix {
+            return home.to_string();
+        }
+        if let Some(rest) = text.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) {
+            return join(home, rest);
+        }
+    }
+    text.to_string()
+}
+
+/// `path.join(a, b)`: concatenation followed by [`normalize`].
+pub fn join(base: &str, rest: &str) -> String {
+    if rest.is_empty() {
+        return normalize(base);
+    }
+    if base.is_empty() {
+        return normalize(rest);
+    }
+    normalize(&format!("{base}/{rest}"))
+}
+
+/// `path.resolve(cwd, p)` for a `cwd` that is absolute.
+pub fn resolve(cwd: &str, path: &str) -> String {
+    let joined = if path.starts_with('/') {
+        normalize(path)
+    } else {
+        join(cwd, path)
+    };
+    strip_trailing_slash(joined)
+}
+
+fn strip_trailing_slash(mut path: String) -> String {
+    while path.len() > 1 && path.ends_with('/') {
+        path.pop();
+    }
+    path
+}
+
+/// Node's `path.posix.normalize`: collapses `//`, resolves `.` and `..`
+/// lexically, keeps a trailing slash, and turns the empty path into `.`.
+pub fn normalize(path: &str) -> String {
+    if path.is_empty() {
+        return ".".to_string();
+    }
+    let absolute = path.starts_with('/');
+    let trailing = path.ends_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|last| *last != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    let mut out = parts.join("/");
+    if absolute {
+        out.insert(0, '/');
+    }
+    if out.is_empty() {
+        return match (absolute, trailing) {
+            (true, _) => "/".into(),
+            (false, true) => "./".into(),
+            (false, false) => ".".into(),
+        };
+    }
+    if trailing && !out.ends_with('/') {
+        out.push('/');
+    }
+    out
+}
+
+/// `path.relative(from, to)` for two absolute, normalized paths.
+pub fn relative(from: &str, to: &str) -> String {
+    let from_parts: Vec<&str> = from.split('/').filter(|s| !s.is_empty()).collect();
+    let to_parts: Vec<&str> = to.split('/').filter(|s| !s.is_empty()).collect();
+    let common = from_parts
+        .iter()
+        .zip(&to_parts)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out: Vec<&str> = vec![".."; from_parts.len() - common];
+    out.extend_from_slice(&to_parts[common..]);
+    out.join("/")
+}
+
+/// True when `path` is `dir` itself or lies beneath it (both absolute and
+/// normalized).
+pub fn is_within(dir: &str, path: &str) -> bool {
+    if dir == "/" {
+        return path.starts_with('/');
+    }
+    path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// The canonical (symlink-resolved) form of an absolute path that may not
+/// exist: `realpath` of the longest existing ancestor, plus the missing tail.
+pub fn canonicalize_lenient(absolute: &str) -> String {
+    let mut existing = PathBuf::from(absolute);
+    let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            let mut out = real;
+            for part in tail.iter().rev() {
+                out.push(part);
+            }
+            return out.to_string_lossy().into_owned();
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return absolute.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_matches_node() {
+        for (input, expected) in [
+            ("/a//b/./c/..", "/a/b"),
+            ("/a/b/", "/a/b/"),
+            ("a/../..", ".."),
+            ("", "."),
+            ("/..", "/"),
+            ("./", "./"),
+            ("a/./b/", "a/b/"),
+        ] {
+            assert_eq!(normalize(input), expected, "normalize({input:?})");
+        }
+    }
+
+    #[test]
+    fn home_expands_only_at_the_start() {
+        let home = "/home/u";
+        assert_eq!(expand_home("~", home), "/home/u");
+        assert_eq!(expand_home("~/x/*", home), "/home/u/x/*");
+        assert_eq!(expand_home("$HOME/x", home), "/home/u/x");
+        assert_eq!(expand_home("${HOME}/x", home), "/home/u/x");
+        assert_eq!(expand_home("a/~/x", home), "a/~/x");
+        assert_eq!(expand_home("~user/x", home), "~user/x");
+        assert_eq!(expand_home("$HOMEDIR", home), "$HOMEDIR");
+    }
+
+    #[test]
+    fn relative_and_within() {
+        assert_eq!(relative("/a/b", "/a/b/c/d"), "c/d");
+        assert_eq!(relative("/a/b", "/a/x"), "../x");
+        assert_eq!(relative("/a/b", "/a/b"), "");
+        assert!(is_within("/a/b", "/a/b/c"));
+        assert!(is_within("/a/b", "/a/b"));
+        assert!(!is_within("/a/b", "/a/bc"));
+        assert!(is_within("/", "/x"));
+    }
+
+    #[test]
+    fn resolve_strips_trailing_slash() {
+        assert_eq!(resolve("/w", "src/"), "/w/src");
+        assert_eq!(resolve("/w", "/etc/../tmp"), "/tmp");
+        assert_eq!(resolve("/w", "."), "/w");
+    }
+}

@@ -1,0 +1,208 @@
+//! A rule list compiled for matching: one `GlobSet` per requested surface.
+//!
+//! Last-match-wins is "the highest index among the matching rules", and a
+//! `GlobSet` yields every matching index in one pass, so the cost of a
+//! lookup grows with the automaton, not with a scan of every rule. Surfaces
+//! are indexed lazily (the set of surfaces actually asked is small) and the
+//! index is cached for the life of the compiled list.
+
+use super::rule::Rule;
+use super::wildcard;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Surfaces indexed beyond this many are compiled per lookup rather than
+/// cached, so a stream of made-up tool names cannot grow memory unbounded.
+const MAX_CACHED_SURFACES: usize = 1024;
+
+#[derive(Debug)]
+pub struct CompiledRules {
+    rules: Vec<Rule>,
+    /// Every rule's pattern, compiled (one or two globs each).
+    pattern_globs: Vec<Vec<Glob>>,
+    /// Every distinct surface key, compiled, with the rules that carry it.
+    surface_keys: Vec<SurfaceKey>,
+    by_surface: RwLock<HashMap<String, Arc<SurfaceIndex>>>,
+}
+
+#[derive(Debug)]
+struct SurfaceKey {
+    matcher: GlobSet,
+    rules: Vec<usize>,
+}
+
+/// The rules that apply to one requested surface.
+#[derive(Debug)]
+struct SurfaceIndex {
+    set: GlobSet,
+    /// Glob position in `set` → rule index in the compiled list.
+    glob_rule: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    pub surface: String,
+    pub pattern: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for CompileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pattern {:?} on surface {:?} cannot be compiled: {}",
+            self.pattern, self.surface, self.message
+        )
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+impl CompiledRules {
+    pub fn compile(rules: Vec<Rule>, home: &str) -> Result<Self, CompileError> {
+        let error = |rule: &Rule, e: &dyn std::fmt::Display| CompileError {
+            surface: rule.surface.clone(),
+            pattern: rule.pattern.clone(),
+            message: e.to_string(),
+        };
+        let mut pattern_globs = Vec::with_capacity(rules.len());
+        let mut key_positions: HashMap<&str, usize> = HashMap::new();
+        let mut surface_keys: Vec<(String, Vec<usize>)> = Vec::new();
+        for (index, rule) in rules.iter().enumerate() {
+            pattern_globs.push(wildcard::compile(&rule.pattern, home).map_err(|e| error(rule, &e))?);
+            let position = *key_positions.entry(rule.surface.as_str()).or_insert_with(|| {
+                surface_keys.push((rule.surface.clone(), Vec::new()));
+                surface_keys.len() - 1
+            });
+            surface_keys[position].1.push(index);
+        }
+        let surface_keys = surface_keys
+            .into_iter()
+            .map(|(key, members)| {
+                // Surface keys match surfaces with the same wildcard language
+                // (no home expansion applies to a surface name).
+                let mut builder = GlobSetBuilder::new();
+                let first = members[0];
+                for glob in wildcard::compile(&key, "").map_err(|e| error(&rules[first], &e))? {
+                    builder.add(glob);
+                }
+                let matcher = builder.build().map_err(|e| error(&rules[first], &e))?;
+                Ok(SurfaceKey { matcher, rules: members })
+            })
+            .collect::<Result<Vec<_>, CompileError>>()?;
+        Ok(Self {
+            rules,
+            pattern_globs,
+            surface_keys,
+            by_surface: RwLock::new(HashMap::new()),
+        })
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn rule(&self, index: usize) -> &Rule {
+        &self.rules[index]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// For each value, the index of the last rule on `surface` matching it.
+    pub fn last_matches(&self, surface: &str, values: &[String]) -> Result<Vec<Option<usize>>, CompileError> {
+        let index = self.surface_index(surface)?;
+        let mut scratch = Vec::new();
+        Ok(values
+            .iter()
+            .map(|value| {
+                index.set.matches_into(value.as_str(), &mut scratch);
+                scratch.iter().map(|&glob| index.glob_rule[glob]).max()
+            })
+            .collect())
+    }
+
+    /// Whether rule `index` matches `value` (used to report which alias the
+    /// winning rule matched).
+    pub fn rule_matches(&self, surface: &str, index: usize, value: &str) -> Result<bool, CompileError> {
+        let surface_index = self.surface_index(surface)?;
+        Ok(surface_index
+            .set
+            .matches(value)
+            .into_iter()
+            .any(|glob| surface_index.glob_rule[glob] == index))
+    }
+
+    fn surface_index(&self, surface: &str) -> Result<Arc<SurfaceIndex>, CompileError> {
+        if let Ok(cache) = self.by_surface.read() {
+            if let Some(found) = cache.get(surface) {
+                return Ok(Arc::clone(found));
+            }
+        }
+        let built = Arc::new(self.build_surface_index(surface)?);
+        if let Ok(mut cache) = self.by_surface.write() {
+            if cache.len() < MAX_CACHED_SURFACES {
+                cache.insert(surface.to_string(), Arc::clone(&built));
+            }
+        }
+        Ok(built)
+    }
+
+    fn build_surface_index(&self, surface: &str) -> Result<SurfaceIndex, CompileError> {
+        let mut members: Vec<usize> = self
+            .surface_keys
+            .iter()
+            .filter(|key| key.matcher.is_match(surface))
+            .flat_map(|key| key.rules.iter().copied())
+            .collect();
+        members.sort_unstable();
+        let mut builder = GlobSetBuilder::new();
+        let mut glob_rule = Vec::with_capacity(members.len());
+        for index in members {
+            for glob in &self.pattern_globs[index] {
+                builder.add(glob.clone());
+                glob_rule.push(index);
+            }
+        }
+        let set = builder.build().map_err(|e| CompileError {
+            surface: surface.to_string(),
+            pattern: "*".to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(SurfaceIndex { set, glob_rule })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::state::{Origin, PermissionState::*};
+
+    fn compiled(rules: &[(&str, &str, crate::policy::state::PermissionState)]) -> CompiledRules {
+        let rules = rules
+            .iter()
+            .map(|(s, p, a)| Rule::new(s, p, *a, Origin::Global))
+            .collect();
+        CompiledRules::compile(rules, "/home/u").expect("compiles")
+    }
+
+    #[test]
+    fn last_matching_rule_wins() {
+        let rules = compiled(&[("bash", "*", Allow), ("bash", "rm *", Deny), ("read", "*", Deny)]);
+        let values = vec!["rm -rf x".to_string(), "ls".to_string()];
+        assert_eq!(rules.last_matches("bash", &values).unwrap(), vec![Some(1), Some(0)]);
+        assert_eq!(rules.last_matches("write", &values).unwrap(), vec![None, None]);
+    }
+
+    #[test]
+    fn surface_keys_are_wildcards() {
+        let rules = compiled(&[("mcp_*", "*", Deny), ("*", "*", Ask)]);
+        let values = vec!["x".to_string()];
+        assert_eq!(rules.last_matches("mcp_fs", &values).unwrap(), vec![Some(1)]);
+        assert_eq!(rules.last_matches("bash", &values).unwrap(), vec![Some(1)]);
+        assert!(rules.rule_matches("mcp_fs", 0, "x").unwrap());
+        assert!(!rules.rule_matches("bash", 0, "x").unwrap());
+    }
+}

@@ -1,0 +1,11 @@
+//! The judgment: configuration, wildcard matching and rule evaluation.
+
+pub mod compiled;
+pub mod evaluate;
+pub mod rule;
+pub mod state;
+pub mod wildcard;
+
+pub use compiled::{CompileError, CompiledRules};
+pub use rule::{Rule, RuleLayer};
+pub use state::{Origin, PermissionState};

@@ -1,0 +1,131 @@
+//! The reference's wildcard language, compiled to `globset` globs.
+//!
+//! Semantics: `*` is any run of characters (including `/` and newlines), `?`
+//! is exactly one character, runs of `*` mean the same as one, everything
+//! else is literal (`[`, `]`, `{`, `}`, `\` included), and matching is
+//! anchored. A pattern ending in ` *` also matches without its trailing
+//! part (`git *` matches `git`), so it compiles to two globs. `~`, `$HOME`
+//! and `${HOME}` expand at the start.
+//!
+//! Going through `globset` rather than one regex per rule is what lets a
+//! `GlobSet` report every matching rule of a surface in one pass.
+
+use crate::facts::path_text::expand_home;
+use globset::{Glob, GlobBuilder};
+
+/// Translates one wildcard pattern into the globs that together match
+/// exactly what the pattern matches.
+pub fn compile(pattern: &str, home: &str) -> Result<Vec<Glob>, globset::Error> {
+    let expanded = expand_home(pattern, home);
+    let mut globs = vec![build(&expanded)?];
+    if let Some(head) = optional_tail_head(&expanded) {
+        globs.push(build(head)?);
+    }
+    Ok(globs)
+}
+
+/// `git *` → `git`: the reference makes the ` *` tail optional only when the
+/// pattern ends in exactly one space-star (`git **` does not qualify).
+fn optional_tail_head(expanded: &str) -> Option<&str> {
+    expanded.strip_suffix(" *")
+}
+
+fn build(expanded: &str) -> Result<Glob, globset::Error> {
+    GlobBuilder::new(&to_glob_syntax(expanded))
+        .literal_separator(false)
+        .backslash_escape(false)
+        .empty_alternates(false)
+        .case_insensitive(false)
+        .build()
+}
+
+/// Rewrites the wildcard text in glob syntax: `*`-runs become one `*`, `?`
+/// stays, and every glob metacharacter is wrapped in a one-character class.
+fn to_glob_syntax(expanded: &str) -> String {
+    let mut out = String::with_capacity(expanded.len() + 8);
+    let mut previous_was_star = false;
+    for ch in expanded.chars() {
+        if ch == '*' {
+            if !previous_was_star {
+                out.push('*');
+            }
+            previous_was_star = true;
+            continue;
+        }
+        previous_was_star = false;
+        match ch {
+            '?' => out.push('?'),
+            '[' | ']' | '{' | '}' => {
+                out.push('[');
+                out.push(ch);
+                out.push(']');
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use globset::GlobSetBuilder;
+
+    fn matches(pattern: &str, value: &str) -> bool {
+        let mut builder = GlobSetBuilder::new();
+        for glob in compile(pattern, "/home/u").expect("pattern compiles") {
+            builder.add(glob);
+        }
+        builder.build().expect("set builds").is_match(value)
+    }
+
+    #[test]
+    fn wildcard_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "", true),
+            ("*", "a/b/c", true),
+            ("*.env", "/srv/app/.env", true),
+            ("*.env", "/srv/app/.env.example", false),
+            ("*.env*", "/srv/app/.env.example", true),
+            ("src/*", "src/a/b.rs", true),
+            ("src/**", "src/a/b.rs", true),
+            ("a**b", "a/x/b", true),
+            ("?", "ab", false),
+            ("??", "ab", true),
+            ("a?c", "a/c", true),
+            ("git *", "git", true),
+            ("git *", "git status", true),
+            ("git *", "gitx", false),
+            ("git **", "git", false),
+            ("git status", "git status --short", false),
+            ("[abc]", "[abc]", true),
+            ("[abc]", "a", false),
+            ("{a,b}", "{a,b}", true),
+            ("{a,b}", "a", false),
+            ("a\\b", "a\\b", true),
+            ("!x", "!x", true),
+            ("a-z", "a-z", true),
+            ("echo *", "echo a\nb", true),
+            ("*", "line1\nline2", true),
+            ("~/x/*", "/home/u/x/y", true),
+            ("$HOME/x", "/home/u/x", true),
+            ("${HOME}", "/home/u", true),
+            ("~", "~", false),
+            ("", "", true),
+            ("", "x", false),
+            ("a.b", "axb", false),
+            ("(x)+", "(x)+", true),
+            ("é*", "éa", true),
+            // `?` is one byte, not one UTF-16 unit as in the reference:
+            // a documented divergence for non-ASCII values.
+            ("??", "é", true),
+        ];
+        for (pattern, value, expected) in cases {
+            assert_eq!(
+                matches(pattern, value),
+                *expected,
+                "pattern {pattern:?} against {value:?}"
+            );
+        }
+    }
+}
