@@ -26,7 +26,7 @@ STATES = ["allow", "deny", "ask"]
 PATH_SURFACES = ["read", "write", "edit", "grep", "find", "ls", "path", "external_directory"]
 # Surfaces whose query value the oracle ignores (it passes `{}` as tool input, so
 # the engine evaluates them against the catch-all value "*" -- or, for mcp, the
-# single candidate "mcp").  We generate the value the oracle actually evaluates.
+# candidates ["mcp_status", "mcp"]).  We generate the value the oracle actually evaluates.
 VALUELESS_SURFACES = ["task", "web_fetch", "mcp"]
 EXT_TOOL = "web_fetch"
 ALL_SURFACES = ["bash", "skill"] + PATH_SURFACES + VALUELESS_SURFACES
@@ -43,7 +43,6 @@ BASH_PATTERNS = [
     "?", "??", "ls ?", "a+b", "echo $HOME", "git.*", "(git) *", "docker * --rm *",
     "cat /srv/app/*", "cat ~/x/*", "~/bin/*", "$HOME/*", "* src/*", "git  *",
 ]
-HOME_BASH_PATTERNS = {"cat ~/x/*", "~/bin/*", "$HOME/*"}
 
 BASH_VALUES = [
     "git status", "git", "git push", "git push origin main", "git push --force",
@@ -54,10 +53,9 @@ BASH_VALUES = [
     "echo {a,b}", "echo $HOME", "docker run --rm x", "docker run x", "make", "make test",
     "cargo build --release", "cargo build", "cargo test", "curl https://example.com",
     "grep -r TODO src", "cat /srv/app/config.json", "cat ~/x/notes", "a+b", "ab",
-    "x", "xy", "(git) log", "echo 'hello world'", "grep \"a b\" src/main.rs",
+    "x", "xy", "echo 'hello world'", "grep \"a b\" src/main.rs",
     "python3 script.py --force", "ls src/main.rs",
 ]
-HOME_BASH_VALUES = {"cat ~/x/notes"}
 
 SKILL_PATTERNS = ["*", "librarian", "lib*", "code-*", "review", "deploy-*", "*-prod", "a b",
                   "?eview", "[x]", "{y}", "multi*"]
@@ -65,8 +63,8 @@ SKILL_VALUES = ["librarian", "library", "code-review", "review", "deploy-prod", 
                 "a b", "[x]", "{y}", "x", "multi\nline", "multi\nline\nskill", "*", "lib",
                 " librarian ", "code-"]
 
-GENERIC_PATTERNS = ["*", "explore", "general-*", "mcp_status", "exa:*", "exa", "mcp", "m?p",
-                    "?", "*search*", "**"]
+GENERIC_PATTERNS = ["*", "explore", "general-*", "mcp_status", "mcp_*", "exa:*", "exa", "mcp",
+                    "m?p", "?", "*search*", "**", "*_status"]
 
 # Path patterns: {cwd} = project dir, {root} = scenario root, {out} = outside dir,
 # {abs} = the "system" absolute area (/srv/app normally, {root}/srv/app in fixtures),
@@ -79,7 +77,6 @@ PATH_PATTERNS = [
     "{cwd}/dangling*", "{cwd}/loop/*", "link-src/*", "out-link/*", "@src/*", "**/.env",
     "~/x/*", "~/.ssh/*", "$HOME/*", "~", "$HOME", "~/*",
 ]
-HOME_PATH_PATTERNS = {"~/x/*", "~/.ssh/*", "$HOME/*", "~", "$HOME", "~/*"}
 
 PATH_VALUES = [
     "src/main.rs", "./src/main.rs", "src/lib/x.rs", "src", "src/", ".env", ".env.example",
@@ -94,7 +91,6 @@ PATH_VALUES = [
     "  src/main.rs  ", "src/a'", ".git/config", "sub/.git/HEAD", "src/.env",
     "~/x/notes.txt", "~/.ssh/id_rsa", "~", "$HOME/x/y", "~/x", "~user/x",
 ]
-HOME_PATH_VALUES = {"~/x/notes.txt", "~/.ssh/id_rsa", "~", "$HOME/x/y", "~/x"}
 RARE_PATH_VALUES = ["", "   ", "src/a\nb"]
 
 DENY_REASONS = ["no", "Secrets stay local.", "use the API instead"]
@@ -152,10 +148,11 @@ class Gen:
             "abs": f"{root}/srv/app" if fixture else "/srv/app",
             "etc": f"{root}/etc" if fixture else "/etc",
         }
-        self.bash_patterns = [p for p in BASH_PATTERNS if allow_home or p not in HOME_BASH_PATTERNS]
-        self.bash_values = [v for v in BASH_VALUES if allow_home or v not in HOME_BASH_VALUES]
-        self.path_patterns = [p for p in PATH_PATTERNS if allow_home or p not in HOME_PATH_PATTERNS]
-        self.path_values = [v for v in PATH_VALUES if allow_home or v not in HOME_PATH_VALUES]
+        ok = (lambda x: True) if allow_home else (lambda x: "~" not in x and "$HOME" not in x)
+        self.bash_patterns = [p for p in BASH_PATTERNS if ok(p)]
+        self.bash_values = [v for v in BASH_VALUES if ok(v)]
+        self.path_patterns = [p for p in PATH_PATTERNS if ok(p)]
+        self.path_values = [v for v in PATH_VALUES if ok(v)]
         if fixture:
             # keep the fixture independent of machine-specific /srv, /etc, /tmp contents
             self.bash_patterns = [p for p in self.bash_patterns if "/srv/" not in p]
@@ -207,7 +204,7 @@ class Gen:
         perm = {}
         if r.random() < universal_prob:
             perm["*"] = self.state() if r.random() < 0.8 else {"*": self.state()}
-        chosen = [s for s in surfaces if r.random() < 0.6]
+        chosen = [s for s in surfaces if r.random() < 0.7]
         for s in chosen:
             if r.random() < 0.3:
                 perm[s] = self.state()
@@ -238,15 +235,41 @@ class Gen:
                     perm[s] = self.state()
         return perm
 
-    def path_value(self):
+    def instantiate(self, pattern, fillers):
+        """A value built from a pattern (so queries hit configured rules often)."""
+        r = self.rng
+        if pattern.endswith(" *") and r.random() < 0.3:
+            pattern = pattern[:-2]
+        out = []
+        for ch in pattern:
+            if ch == "*":
+                out.append(r.choice(fillers))
+            elif ch == "?":
+                out.append(r.choice("ab.?x"))
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    def path_value(self, vocab):
         r = self.rng
         if r.random() < 0.03:
             return r.choice(RARE_PATH_VALUES)
+        pats = [p for s, ps in vocab[1].items() if s in PATH_SURFACES or s in ("re?d", "external_*", "*ls")
+                for p in ps]
+        if pats and r.random() < 0.45:
+            return self.instantiate(self.fill(r.choice(pats)),
+                                    ["", "x", "a.env", "src/main.rs", "deep/f.txt", ".env.example", "b c"])
         return self.fill(r.choice(self.path_values))
 
-    def bash_value(self):
+    def bash_value(self, vocab):
         r = self.rng
-        v = r.choice(self.bash_values)
+        pats = vocab[1].get("bash", [])
+        if pats and r.random() < 0.45:
+            v = self.fill(self.instantiate(r.choice(pats), ["", "x", "origin main", "-la", "build", ".env", "--force"]))
+            if not v.strip() or "(" in v or ")" in v:
+                v = "x"
+        else:
+            v = r.choice(self.bash_values)
         x = r.random()
         if x < 0.05:
             v = " " + v + "  "
@@ -261,7 +284,7 @@ class Gen:
         surfaces, _ = vocab
         concrete = [s for s in surfaces if s in ALL_SURFACES]
         x = r.random()
-        if concrete and x < 0.55:
+        if concrete and x < 0.65:
             surface = r.choice(concrete)
         elif x < 0.80:
             surface = r.choice(PATH_SURFACES)
@@ -272,13 +295,19 @@ class Gen:
         if surface == "mcp" and r.random() < 0.6:  # keep mcp rare: its input is always {}
             surface = "bash"
         if surface == "bash":
-            value = self.bash_value()
+            value = self.bash_value(vocab)
         elif surface == "skill":
-            value = r.choice(SKILL_VALUES)
+            pats = vocab[1].get("skill", [])
+            if pats and r.random() < 0.4:
+                value = self.instantiate(r.choice(pats), ["", "x", "prod", "review"])
+            else:
+                value = r.choice(SKILL_VALUES)
         elif surface in PATH_SURFACES:
-            value = self.path_value()
+            value = self.path_value(vocab)
         elif surface == "mcp":
-            value = "mcp"  # oracle evaluates mcp with {} input -> single candidate "mcp"
+            # the oracle (like the reference's service API) passes `{}` as mcp input, which
+            # yields the candidates ["mcp_status", "mcp"]; send the value that names them
+            value = "mcp_status"
         else:
             value = "*"    # oracle evaluates task / extension tools against "*"
         q = {"surface": surface, "value": value}

@@ -70,11 +70,14 @@ impl CompiledRules {
         let mut key_positions: HashMap<&str, usize> = HashMap::new();
         let mut surface_keys: Vec<(String, Vec<usize>)> = Vec::new();
         for (index, rule) in rules.iter().enumerate() {
-            pattern_globs.push(wildcard::compile(&rule.pattern, home).map_err(|e| error(rule, &e))?);
-            let position = *key_positions.entry(rule.surface.as_str()).or_insert_with(|| {
-                surface_keys.push((rule.surface.clone(), Vec::new()));
-                surface_keys.len() - 1
-            });
+            pattern_globs
+                .push(wildcard::compile(&rule.pattern, home).map_err(|e| error(rule, &e))?);
+            let position = *key_positions
+                .entry(rule.surface.as_str())
+                .or_insert_with(|| {
+                    surface_keys.push((rule.surface.clone(), Vec::new()));
+                    surface_keys.len() - 1
+                });
             surface_keys[position].1.push(index);
         }
         let surface_keys = surface_keys
@@ -88,7 +91,10 @@ impl CompiledRules {
                     builder.add(glob);
                 }
                 let matcher = builder.build().map_err(|e| error(&rules[first], &e))?;
-                Ok(SurfaceKey { matcher, rules: members })
+                Ok(SurfaceKey {
+                    matcher,
+                    rules: members,
+                })
             })
             .collect::<Result<Vec<_>, CompileError>>()?;
         Ok(Self {
@@ -112,7 +118,11 @@ impl CompiledRules {
     }
 
     /// For each value, the index of the last rule on `surface` matching it.
-    pub fn last_matches(&self, surface: &str, values: &[String]) -> Result<Vec<Option<usize>>, CompileError> {
+    pub fn last_matches(
+        &self,
+        surface: &str,
+        values: &[String],
+    ) -> Result<Vec<Option<usize>>, CompileError> {
         let index = self.surface_index(surface)?;
         let mut scratch = Vec::new();
         Ok(values
@@ -126,7 +136,12 @@ impl CompiledRules {
 
     /// Whether rule `index` matches `value` (used to report which alias the
     /// winning rule matched).
-    pub fn rule_matches(&self, surface: &str, index: usize, value: &str) -> Result<bool, CompileError> {
+    pub fn rule_matches(
+        &self,
+        surface: &str,
+        index: usize,
+        value: &str,
+    ) -> Result<bool, CompileError> {
         let surface_index = self.surface_index(surface)?;
         Ok(surface_index
             .set
@@ -190,17 +205,30 @@ mod tests {
 
     #[test]
     fn last_matching_rule_wins() {
-        let rules = compiled(&[("bash", "*", Allow), ("bash", "rm *", Deny), ("read", "*", Deny)]);
+        let rules = compiled(&[
+            ("bash", "*", Allow),
+            ("bash", "rm *", Deny),
+            ("read", "*", Deny),
+        ]);
         let values = vec!["rm -rf x".to_string(), "ls".to_string()];
-        assert_eq!(rules.last_matches("bash", &values).unwrap(), vec![Some(1), Some(0)]);
-        assert_eq!(rules.last_matches("write", &values).unwrap(), vec![None, None]);
+        assert_eq!(
+            rules.last_matches("bash", &values).unwrap(),
+            vec![Some(1), Some(0)]
+        );
+        assert_eq!(
+            rules.last_matches("write", &values).unwrap(),
+            vec![None, None]
+        );
     }
 
     #[test]
     fn surface_keys_are_wildcards() {
         let rules = compiled(&[("mcp_*", "*", Deny), ("*", "*", Ask)]);
         let values = vec!["x".to_string()];
-        assert_eq!(rules.last_matches("mcp_fs", &values).unwrap(), vec![Some(1)]);
+        assert_eq!(
+            rules.last_matches("mcp_fs", &values).unwrap(),
+            vec![Some(1)]
+        );
         assert_eq!(rules.last_matches("bash", &values).unwrap(), vec![Some(1)]);
         assert!(rules.rule_matches("mcp_fs", 0, "x").unwrap());
         assert!(!rules.rule_matches("bash", 0, "x").unwrap());

@@ -24,7 +24,11 @@ impl RuleVerdict {
 /// Position of a rule in the whole stack: (list, index within the list).
 type Position = (usize, usize);
 
-fn last_positions(stack: &[&CompiledRules], surface: &str, values: &[String]) -> Result<Vec<Option<Position>>, CompileError> {
+fn last_positions(
+    stack: &[&CompiledRules],
+    surface: &str,
+    values: &[String],
+) -> Result<Vec<Option<Position>>, CompileError> {
     let mut best: Vec<Option<Position>> = vec![None; values.len()];
     for (list, rules) in stack.iter().enumerate() {
         if rules.is_empty() {
@@ -44,8 +48,13 @@ fn fallback(surface: &str, values: &[String]) -> RuleVerdict {
     // everything), kept so an empty stack still fails closed to `ask`.
     let value = values.first().cloned().unwrap_or_else(|| "*".into());
     RuleVerdict {
-        rule: Rule::new(surface, &value, super::state::PermissionState::Ask, super::state::Origin::Builtin)
-            .with_layer(RuleLayer::Default),
+        rule: Rule::new(
+            surface,
+            &value,
+            super::state::PermissionState::Ask,
+            super::state::Origin::Builtin,
+        )
+        .with_layer(RuleLayer::Default),
         matched_value: value,
     }
 }
@@ -53,7 +62,11 @@ fn fallback(surface: &str, values: &[String]) -> RuleVerdict {
 /// Path surfaces: the values are aliases of one path, so rule order decides
 /// across all of them (the last rule matching any alias wins), and the
 /// reported value is the first alias the winning rule matches.
-pub fn evaluate_any_value(stack: &[&CompiledRules], surface: &str, values: &[String]) -> Result<RuleVerdict, CompileError> {
+pub fn evaluate_any_value(
+    stack: &[&CompiledRules],
+    surface: &str,
+    values: &[String],
+) -> Result<RuleVerdict, CompileError> {
     let values = non_empty_or_star(values);
     let positions = last_positions(stack, surface, &values)?;
     let Some(winner) = positions.iter().flatten().max().copied() else {
@@ -78,7 +91,11 @@ pub fn evaluate_any_value(stack: &[&CompiledRules], surface: &str, values: &[Str
 /// Other surfaces (MCP target candidates, single values): the first
 /// candidate that a non-default rule matches decides; when none does, the
 /// first candidate's default applies.
-pub fn evaluate_first(stack: &[&CompiledRules], surface: &str, values: &[String]) -> Result<RuleVerdict, CompileError> {
+pub fn evaluate_first(
+    stack: &[&CompiledRules],
+    surface: &str,
+    values: &[String],
+) -> Result<RuleVerdict, CompileError> {
     let values = non_empty_or_star(values);
     let positions = last_positions(stack, surface, &values)?;
     let verdict = |value: &String, (list, index): Position| RuleVerdict {
@@ -131,11 +148,17 @@ mod tests {
             ("read", "src/*", Allow, RuleLayer::Config),
             ("read", "/w/src/secret*", Deny, RuleLayer::Config),
         ]);
-        let verdict = evaluate_any_value(&[&config], "read", &strings(&["/w/src/secret.rs", "src/secret.rs"])).unwrap();
+        let verdict = evaluate_any_value(
+            &[&config],
+            "read",
+            &strings(&["/w/src/secret.rs", "src/secret.rs"]),
+        )
+        .unwrap();
         assert_eq!(verdict.rule.action, Deny);
         assert_eq!(verdict.matched_value, "/w/src/secret.rs");
 
-        let verdict = evaluate_any_value(&[&config], "read", &strings(&["/w/src/a.rs", "src/a.rs"])).unwrap();
+        let verdict =
+            evaluate_any_value(&[&config], "read", &strings(&["/w/src/a.rs", "src/a.rs"])).unwrap();
         assert_eq!(verdict.rule.action, Allow);
         assert_eq!(verdict.matched_value, "src/a.rs");
     }
@@ -147,10 +170,12 @@ mod tests {
             ("bash", "git push *", Deny, RuleLayer::Config),
         ]);
         let grants = list(&[("bash", "git push *", Allow, RuleLayer::Session)]);
-        let verdict = evaluate_first(&[&config, &grants], "bash", &strings(&["git push origin"])).unwrap();
+        let verdict =
+            evaluate_first(&[&config, &grants], "bash", &strings(&["git push origin"])).unwrap();
         assert_eq!(verdict.rule.action, Allow);
         assert_eq!(verdict.rule.layer, RuleLayer::Session);
-        let verdict = evaluate_first(&[&config, &grants], "read", &strings(&["git push origin"])).unwrap();
+        let verdict =
+            evaluate_first(&[&config, &grants], "read", &strings(&["git push origin"])).unwrap();
         assert!(verdict.is_default());
     }
 
@@ -162,7 +187,10 @@ mod tests {
             ("mcp", "fs:read", Allow, RuleLayer::Config),
         ]);
         let verdict = evaluate_first(&[&config], "mcp", &strings(&["fs:read", "fs_read"])).unwrap();
-        assert_eq!((verdict.rule.action, verdict.matched_value.as_str()), (Allow, "fs:read"));
+        assert_eq!(
+            (verdict.rule.action, verdict.matched_value.as_str()),
+            (Allow, "fs:read")
+        );
         let verdict = evaluate_first(&[&config], "mcp", &strings(&["x", "y"])).unwrap();
         assert!(verdict.is_default());
         assert_eq!(verdict.matched_value, "x");

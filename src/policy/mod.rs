@@ -1,7 +1,10 @@
 //! The judgment: configuration, wildcard matching and rule evaluation.
 
 pub mod compiled;
+pub mod config;
 pub mod evaluate;
+pub mod frontmatter;
+pub mod layers;
 pub mod rule;
 pub mod state;
 pub mod wildcard;

@@ -52,14 +52,18 @@ impl Rule {
 
     /// The pattern a user can act on: only config and session rules have one.
     pub fn reported_pattern(&self) -> Option<&str> {
-        matches!(self.layer, RuleLayer::Config | RuleLayer::Session).then_some(self.pattern.as_str())
+        matches!(self.layer, RuleLayer::Config | RuleLayer::Session)
+            .then_some(self.pattern.as_str())
     }
 }
 
 /// `yoloMode`: every `ask` becomes a standing `allow` tagged `yolo`; `deny`
 /// and `allow` pass through, so yolo silences prompts but keeps hard denies.
 pub fn rewrite_asks_to_yolo(rules: &mut [Rule]) {
-    for rule in rules.iter_mut().filter(|r| r.action == PermissionState::Ask) {
+    for rule in rules
+        .iter_mut()
+        .filter(|r| r.action == PermissionState::Ask)
+    {
         rule.action = PermissionState::Allow;
         rule.origin = Origin::Yolo;
     }
@@ -68,7 +72,10 @@ pub fn rewrite_asks_to_yolo(rules: &mut [Rule]) {
 /// The fail-closed floor for an invalid config layer: no rule may grant
 /// without a person, so every `allow` becomes `ask` tagged `fail-closed`.
 pub fn floor_allows_to_ask(rules: &mut [Rule]) {
-    for rule in rules.iter_mut().filter(|r| r.action == PermissionState::Allow) {
+    for rule in rules
+        .iter_mut()
+        .filter(|r| r.action == PermissionState::Allow)
+    {
         rule.action = PermissionState::Ask;
         rule.origin = Origin::FailClosed;
     }

@@ -93,16 +93,23 @@ mod tests {
         assert!(PermissionState::Deny > PermissionState::Ask);
         assert!(PermissionState::Ask > PermissionState::Allow);
         assert_eq!(
-            [PermissionState::Allow, PermissionState::Deny, PermissionState::Ask]
-                .into_iter()
-                .max(),
+            [
+                PermissionState::Allow,
+                PermissionState::Deny,
+                PermissionState::Ask
+            ]
+            .into_iter()
+            .max(),
             Some(PermissionState::Deny)
         );
     }
 
     #[test]
     fn parse_rejects_other_spellings() {
-        assert_eq!(PermissionState::parse("allow"), Some(PermissionState::Allow));
+        assert_eq!(
+            PermissionState::parse("allow"),
+            Some(PermissionState::Allow)
+        );
         assert_eq!(PermissionState::parse("Allow"), None);
         assert_eq!(PermissionState::parse(" deny"), None);
     }

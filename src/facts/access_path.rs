@@ -1,0 +1,147 @@
+//! A path value turned into the alias set every ancestor will judge.
+//!
+//! Computed once at the asking session with that session's cwd (ADR 0008):
+//! the absolute lexical form, the cwd-relative form (only inside cwd), the
+//! literal as typed (home-expanded), and the canonical symlink-resolved
+//! form, in that order, without duplicates. The canonical form is also the
+//! boundary value that decides whether the path is outside the working tree.
+
+use super::path_text::{canonicalize_lenient, expand_home, is_within, relative, resolve};
+
+/// Paths that are never "outside the working tree", whatever the cwd.
+pub const SAFE_SYSTEM_PATHS: [&str; 4] = ["/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessPath {
+    /// Aliases in match order.
+    pub match_values: Vec<String>,
+    /// The canonical form ("" when the value was empty).
+    pub boundary: String,
+}
+
+/// Strips one pair of stray quotes and a leading `@`, then expands `~`:
+/// how the reference cleans a path an agent typed.
+pub fn clean_literal(value: &str, home: &str) -> String {
+    let trimmed = value.trim();
+    let trimmed = trimmed.strip_prefix(['\'', '"']).unwrap_or(trimmed);
+    let trimmed = trimmed.strip_suffix(['\'', '"']).unwrap_or(trimmed);
+    if trimmed.is_empty() {
+        return String::new();
+    }
+    let unprefixed = trimmed.strip_prefix('@').unwrap_or(trimmed);
+    expand_home(unprefixed, home)
+}
+
+impl AccessPath {
+    /// `cwd` must be absolute.
+    pub fn for_path(value: &str, cwd: &str, home: &str) -> Self {
+        let literal = clean_literal(value, home);
+        if literal.is_empty() {
+            return Self {
+                match_values: Vec::new(),
+                boundary: String::new(),
+            };
+        }
+        let absolute = resolve(cwd, &literal);
+        let boundary = canonicalize_lenient(&absolute);
+        let mut aliases: Vec<String> = Vec::with_capacity(4);
+        if literal == "*" {
+            aliases.push(literal);
+        } else {
+            aliases.push(absolute.clone());
+            let lexical_cwd = resolve(cwd, cwd);
+            if is_within(&lexical_cwd, &absolute) {
+                let rel = relative(&lexical_cwd, &absolute);
+                if !rel.is_empty() {
+                    aliases.push(rel);
+                }
+            }
+            aliases.push(literal);
+        }
+        aliases.push(boundary.clone());
+        let mut match_values: Vec<String> = Vec::with_capacity(aliases.len());
+        for alias in aliases {
+            if !match_values.contains(&alias) {
+                match_values.push(alias);
+            }
+        }
+        Self {
+            match_values,
+            boundary,
+        }
+    }
+
+    /// Whether the canonical path lies outside the canonical cwd: what
+    /// raises the `external_directory` family.
+    pub fn is_outside(&self, canonical_cwd: &str) -> bool {
+        is_outside(&self.boundary, canonical_cwd)
+    }
+}
+
+pub fn is_outside(boundary: &str, canonical_cwd: &str) -> bool {
+    if boundary.is_empty() || canonical_cwd.is_empty() || SAFE_SYSTEM_PATHS.contains(&boundary) {
+        return false;
+    }
+    !is_within(canonical_cwd, boundary)
+}
+
+/// The canonical form of a cwd, against which boundaries are compared.
+pub fn canonical_cwd(cwd: &str) -> String {
+    canonicalize_lenient(&resolve(cwd, cwd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alias_order_and_dedup() {
+        let path = AccessPath::for_path("src/a.rs", "/nonexistent-w", "/home/u");
+        assert_eq!(
+            path.match_values,
+            vec!["/nonexistent-w/src/a.rs", "src/a.rs"]
+        );
+        assert_eq!(path.boundary, "/nonexistent-w/src/a.rs");
+
+        let path = AccessPath::for_path("../x", "/nonexistent-w/sub", "/home/u");
+        assert_eq!(path.match_values, vec!["/nonexistent-w/x", "../x"]);
+        assert!(path.is_outside("/nonexistent-w/sub"));
+
+        let path = AccessPath::for_path("~/notes", "/nonexistent-w", "/nonexistent-home");
+        assert_eq!(path.match_values, vec!["/nonexistent-home/notes"]);
+
+        let path = AccessPath::for_path("'@src/b'", "/nonexistent-w", "/h");
+        assert_eq!(path.match_values, vec!["/nonexistent-w/src/b", "src/b"]);
+
+        let path = AccessPath::for_path(".", "/nonexistent-w", "/h");
+        assert_eq!(path.match_values, vec!["/nonexistent-w", "."]);
+    }
+
+    #[test]
+    fn canonical_form_follows_symlinks_of_existing_ancestors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).expect("mkdir");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, real.join("link")).expect("symlink");
+        let cwd = std::fs::canonicalize(&real)
+            .expect("canonical")
+            .to_string_lossy()
+            .into_owned();
+        let path = AccessPath::for_path("link/new/file.txt", &cwd, "/h");
+        let canonical_outside = std::fs::canonicalize(&outside).expect("canonical");
+        let expected = format!("{}/new/file.txt", canonical_outside.display());
+        assert_eq!(path.boundary, expected);
+        assert_eq!(path.match_values.last(), Some(&expected));
+        assert!(path.is_outside(&canonical_cwd(&cwd)));
+        let inside = AccessPath::for_path("plain.txt", &cwd, "/h");
+        assert!(!inside.is_outside(&canonical_cwd(&cwd)));
+    }
+
+    #[test]
+    fn device_paths_are_never_outside() {
+        let path = AccessPath::for_path("/dev/null", "/nonexistent-w", "/h");
+        assert!(!path.is_outside("/nonexistent-w"));
+    }
+}

@@ -1,0 +1,548 @@
+//! From what an agent asked to the facts of the ask.
+//!
+//! Three request forms: a tool call (the built-in gates derive the
+//! surfaces), a single surface and value, or pre-fixed facts in the wire
+//! shape for a client that computed them in its own mount namespace. Facts
+//! are fixed here, at the asking session, with its cwd.
+
+use super::access_path::{canonical_cwd, AccessPath};
+use super::intent::{is_path_surface, AccessIntent, Principal};
+use super::path_text::{home_dir, resolve};
+use serde_json::Value;
+
+/// How the asker described the action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AskForm {
+    ToolCall {
+        tool: String,
+        input: Value,
+    },
+    Surface {
+        surface: String,
+        value: String,
+    },
+    /// Pre-fixed facts; `Err` holds why they were unusable (they then floor
+    /// to `ask`: no facts, no recorded judgment).
+    Intents(Result<Vec<AccessIntent>, String>),
+}
+
+/// A parsed request: the ask plus what a person will see with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub form: AskForm,
+    pub message: Option<String>,
+    /// Grant patterns the asker suggests for an `allow session` answer.
+    pub suggested_patterns: Vec<String>,
+    /// Only honoured by the offline `resolve` command; the mount takes the
+    /// agent from the session, never from the request.
+    pub agent: Option<String>,
+}
+
+/// Why a request could not be understood at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestError(pub String);
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+const REQUEST_KEYS: &[&str] = &[
+    "tool",
+    "input",
+    "surface",
+    "value",
+    "accessIntent",
+    "message",
+    "suggestedPatterns",
+    "agent",
+];
+
+impl Request {
+    pub fn parse(text: &str) -> Result<Self, RequestError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| RequestError(format!("request is not valid JSON: {e}")))?;
+        Self::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, RequestError> {
+        let object = value
+            .as_object()
+            .ok_or_else(|| RequestError("request must be a JSON object".into()))?;
+        if let Some(unknown) = object.keys().find(|k| !REQUEST_KEYS.contains(&k.as_str())) {
+            return Err(RequestError(format!(
+                "unknown request key {unknown:?} (expected one of: {})",
+                REQUEST_KEYS.join(", ")
+            )));
+        }
+        let text = |key: &str| -> Result<Option<String>, RequestError> {
+            match object.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(RequestError(format!(
+                    "{key:?} must be a string, got {other}"
+                ))),
+            }
+        };
+        let form = if let Some(intent) = object.get("accessIntent") {
+            AskForm::Intents(parse_intents(intent))
+        } else if let Some(tool) = text("tool")? {
+            if tool.trim().is_empty() {
+                return Err(RequestError("\"tool\" must not be empty".into()));
+            }
+            let input = object
+                .get("input")
+                .cloned()
+                .unwrap_or(Value::Object(Default::default()));
+            if !input.is_object() {
+                return Err(RequestError("\"input\" must be a JSON object".into()));
+            }
+            AskForm::ToolCall { tool, input }
+        } else if let Some(surface) = text("surface")? {
+            if surface.trim().is_empty() {
+                return Err(RequestError("\"surface\" must not be empty".into()));
+            }
+            let value = text("value")?.ok_or_else(|| {
+                RequestError("a \"surface\" request needs a string \"value\"".into())
+            })?;
+            AskForm::Surface { surface, value }
+        } else {
+            return Err(RequestError(
+                "a request needs \"tool\" (+ \"input\"), \"surface\" + \"value\", or \"accessIntent\"".into(),
+            ));
+        };
+        let suggested_patterns = match object.get("suggestedPatterns") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().map(str::to_string).ok_or_else(|| {
+                        RequestError("\"suggestedPatterns\" must be an array of strings".into())
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(RequestError(
+                    "\"suggestedPatterns\" must be an array of strings".into(),
+                ))
+            }
+        };
+        Ok(Self {
+            form,
+            message: text("message")?,
+            suggested_patterns,
+            agent: text("agent")?,
+        })
+    }
+}
+
+/// Validates pre-fixed facts as ADR 0008 §4 and the reference's reader do:
+/// anything off makes the whole set unusable (never partially trusted).
+fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
+    let items: Vec<&Value> = match value {
+        Value::Array(items) if !items.is_empty() => items.iter().collect(),
+        Value::Array(_) => return Err("accessIntent is an empty list".into()),
+        single => vec![single],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let object = item.as_object().ok_or("accessIntent must be an object")?;
+            let surface = object
+                .get("surface")
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .ok_or("accessIntent.surface must be a non-empty string")?;
+            let match_values = object
+                .get("matchValues")
+                .and_then(Value::as_array)
+                .filter(|values| !values.is_empty())
+                .ok_or("accessIntent.matchValues must be a non-empty array of strings")?
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("accessIntent.matchValues must contain only strings")?;
+            let boundary_value = match object.get("boundaryValue") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err("accessIntent.boundaryValue must be a string or null".into()),
+            };
+            let floor = match object.get("floor") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(_) => return Err("accessIntent.floor must be a string".into()),
+            };
+            let requester_cwd = object
+                .get("requesterCwd")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            Ok(AccessIntent {
+                surface: surface.to_string(),
+                match_values,
+                boundary_value,
+                requester_cwd,
+                // Identity inside a request is never trusted: the caller
+                // stamps the real principal.
+                principal: Principal::default(),
+                floor,
+            })
+        })
+        .collect()
+}
+
+/// The asking session as the facts see it: its cwd and identity.
+#[derive(Debug, Clone)]
+pub struct Requester {
+    pub cwd: String,
+    canonical_cwd: String,
+    home: String,
+    pub principal: Principal,
+}
+
+/// The facts of one ask: every surface it raises, in gate order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FactSet {
+    /// The tool the ask came from, when it was a tool call.
+    pub tool: Option<String>,
+    pub intents: Vec<AccessIntent>,
+    /// Set when pre-fixed facts were unusable: the ask floors to `ask`.
+    pub unusable: Option<String>,
+}
+
+impl Requester {
+    /// `cwd` is resolved to an absolute path against the process cwd.
+    pub fn new(cwd: &str, principal: Principal) -> Self {
+        let base = std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "/".into());
+        let cwd = resolve(&base, cwd);
+        Self {
+            canonical_cwd: canonical_cwd(&cwd),
+            cwd,
+            home: home_dir(),
+            principal,
+        }
+    }
+
+    pub fn facts(&self, form: &AskForm) -> FactSet {
+        match form {
+            AskForm::ToolCall { tool, input } => self.tool_call_facts(tool.trim(), input),
+            AskForm::Surface { surface, value } => FactSet {
+                tool: None,
+                intents: vec![self.intent(surface.trim(), value)],
+                unusable: None,
+            },
+            AskForm::Intents(Ok(intents)) => FactSet {
+                tool: None,
+                intents: intents
+                    .iter()
+                    .cloned()
+                    .map(|mut intent| {
+                        intent.principal = self.principal.clone();
+                        if intent.requester_cwd.is_empty() {
+                            intent.requester_cwd = self.cwd.clone();
+                        }
+                        intent
+                    })
+                    .collect(),
+                unusable: None,
+            },
+            AskForm::Intents(Err(why)) => FactSet {
+                tool: None,
+                intents: Vec::new(),
+                unusable: Some(why.clone()),
+            },
+        }
+    }
+
+    /// One surface's facts: an alias set for a path surface, the value
+    /// itself for anything else.
+    pub fn intent(&self, surface: &str, value: &str) -> AccessIntent {
+        if is_path_surface(surface) {
+            self.path_intent(surface, &AccessPath::for_path(value, &self.cwd, &self.home))
+        } else {
+            self.plain_intent(surface, vec![value.to_string()])
+        }
+    }
+
+    fn path_intent(&self, surface: &str, path: &AccessPath) -> AccessIntent {
+        AccessIntent {
+            surface: surface.to_string(),
+            match_values: if path.match_values.is_empty() {
+                vec!["*".into()]
+            } else {
+                path.match_values.clone()
+            },
+            boundary_value: (!path.boundary.is_empty()).then(|| path.boundary.clone()),
+            requester_cwd: self.cwd.clone(),
+            principal: self.principal.clone(),
+            floor: None,
+        }
+    }
+
+    fn plain_intent(&self, surface: &str, values: Vec<String>) -> AccessIntent {
+        AccessIntent {
+            surface: surface.to_string(),
+            match_values: values,
+            boundary_value: None,
+            requester_cwd: self.cwd.clone(),
+            principal: self.principal.clone(),
+            floor: None,
+        }
+    }
+
+    /// The built-in gates: which surfaces a tool call raises.
+    fn tool_call_facts(&self, tool: &str, input: &Value) -> FactSet {
+        let direction = match tool {
+            "read" | "grep" | "find" | "ls" => Some("_read"),
+            "write" => Some("_write"),
+            _ => None,
+        };
+        let built_in_path_tool = matches!(tool, "read" | "write" | "edit" | "grep" | "find" | "ls");
+        let path_input = if tool == "mcp" {
+            input
+                .get("arguments")
+                .and_then(|a| non_empty_string(a.get("path")))
+        } else if tool == "bash" {
+            None
+        } else {
+            non_empty_string(input.get("path"))
+        };
+        let mut intents = Vec::new();
+        let path = path_input.map(|p| AccessPath::for_path(&p, &self.cwd, &self.home));
+        if let Some(path) = &path {
+            let suffix = direction.unwrap_or("");
+            intents.push(self.path_intent(&format!("path{suffix}"), path));
+            if path.is_outside(&self.canonical_cwd) {
+                intents.push(self.path_intent(&format!("external_directory{suffix}"), path));
+            }
+        }
+        let tool_intent = match tool {
+            "bash" => self.plain_intent(
+                "bash",
+                vec![string_field(input, "command").unwrap_or_default()],
+            ),
+            "mcp" => self.plain_intent("mcp", mcp_candidates(input)),
+            "skill" => self.plain_intent(
+                "skill",
+                vec![string_field(input, "name").unwrap_or_else(|| "*".into())],
+            ),
+            _ if built_in_path_tool => match &path {
+                Some(path) => self.path_intent(tool, path),
+                None => self.plain_intent(tool, vec!["*".into()]),
+            },
+            _ => self.plain_intent(tool, vec!["*".into()]),
+        };
+        intents.push(tool_intent);
+        FactSet {
+            tool: Some(tool.to_string()),
+            intents,
+            unusable: None,
+        }
+    }
+}
+
+fn non_empty_string(value: Option<&Value>) -> Option<String> {
+    value
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+fn string_field(input: &Value, key: &str) -> Option<String> {
+    input.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// MCP target candidates, most specific first, as the reference builds
+/// them from the call's `tool` / `connect` / `describe` / `search` /
+/// `server` fields; `mcp` itself comes last.
+pub fn mcp_candidates(input: &Value) -> Vec<String> {
+    let field = |key: &str| non_empty_string(input.get(key));
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |value: String, out: &mut Vec<String>| {
+        if !value.is_empty() && !out.contains(&value) {
+            out.push(value);
+        }
+    };
+    let server = field("server");
+    let push_qualified = |raw: &str,
+                          hint: Option<&String>,
+                          out: &mut Vec<String>,
+                          add: &mut dyn FnMut(String, &mut Vec<String>)| {
+        let qualified = raw
+            .split_once(':')
+            .filter(|(s, t)| !s.trim().is_empty() && !t.trim().is_empty())
+            .map(|(s, t)| (s.trim().to_string(), t.trim().to_string()));
+        let server = hint
+            .cloned()
+            .or_else(|| qualified.as_ref().map(|(s, _)| s.clone()));
+        let tool = qualified
+            .as_ref()
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| raw.to_string());
+        if let Some(server) = server {
+            add(format!("{server}_{tool}"), out);
+            add(format!("{server}:{tool}"), out);
+            add(server, out);
+        }
+        add(tool, out);
+        add(raw.to_string(), out);
+    };
+    if let Some(tool) = field("tool") {
+        push_qualified(&tool, server.as_ref(), &mut out, &mut add);
+        add("mcp_call".into(), &mut out);
+    } else if let Some(connect) = field("connect") {
+        add(format!("mcp_connect_{connect}"), &mut out);
+        add(connect, &mut out);
+        add("mcp_connect".into(), &mut out);
+    } else if let Some(describe) = field("describe") {
+        push_qualified(&describe, server.as_ref(), &mut out, &mut add);
+        add("mcp_describe".into(), &mut out);
+    } else if let Some(search) = field("search") {
+        if let Some(server) = &server {
+            add(format!("mcp_server_{server}"), &mut out);
+            add(server.clone(), &mut out);
+        }
+        add(search, &mut out);
+        add("mcp_search".into(), &mut out);
+    } else if let Some(server) = server {
+        add(format!("mcp_server_{server}"), &mut out);
+        add(server, &mut out);
+        add("mcp_list".into(), &mut out);
+    } else {
+        add("mcp_status".into(), &mut out);
+    }
+    out.push("mcp".into());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn requester(cwd: &str) -> Requester {
+        Requester::new(
+            cwd,
+            Principal {
+                session_id: "s".into(),
+                agent_name: None,
+            },
+        )
+    }
+
+    fn surfaces(facts: &FactSet) -> Vec<&str> {
+        facts.intents.iter().map(|i| i.surface.as_str()).collect()
+    }
+
+    #[test]
+    fn tool_calls_raise_the_gate_surfaces() {
+        let r = requester("/nonexistent-w");
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "read".into(),
+            input: json!({"path": "src/a.rs"}),
+        });
+        assert_eq!(surfaces(&facts), ["path_read", "read"]);
+        assert_eq!(
+            facts.intents[1].match_values,
+            ["/nonexistent-w/src/a.rs", "src/a.rs"]
+        );
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "write".into(),
+            input: json!({"path": "../x"}),
+        });
+        assert_eq!(
+            surfaces(&facts),
+            ["path_write", "external_directory_write", "write"]
+        );
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "edit".into(),
+            input: json!({"path": "/etc/x"}),
+        });
+        assert_eq!(surfaces(&facts), ["path", "external_directory", "edit"]);
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "grep".into(),
+            input: json!({"pattern": "x"}),
+        });
+        assert_eq!(surfaces(&facts), ["grep"]);
+        assert_eq!(facts.intents[0].match_values, ["*"]);
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "deploy".into(),
+            input: json!({"path": "a"}),
+        });
+        assert_eq!(surfaces(&facts), ["path", "deploy"]);
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "bash".into(),
+            input: json!({"command": "ls /etc"}),
+        });
+        assert_eq!(surfaces(&facts), ["bash"]);
+        assert_eq!(facts.intents[0].boundary_value, None);
+    }
+
+    #[test]
+    fn mcp_candidates_follow_the_reference_order() {
+        assert_eq!(
+            mcp_candidates(&json!({"tool": "exa:search"})),
+            [
+                "exa_search",
+                "exa:search",
+                "exa",
+                "search",
+                "mcp_call",
+                "mcp"
+            ]
+        );
+        assert_eq!(
+            mcp_candidates(&json!({"server": "fs", "tool": "read"})),
+            ["fs_read", "fs:read", "fs", "read", "mcp_call", "mcp"]
+        );
+        assert_eq!(mcp_candidates(&json!({})), ["mcp_status", "mcp"]);
+        assert_eq!(
+            mcp_candidates(&json!({"server": "fs"})),
+            ["mcp_server_fs", "fs", "mcp_list", "mcp"]
+        );
+    }
+
+    #[test]
+    fn request_forms_parse_and_bad_ones_say_why() {
+        let r = Request::parse(r#"{"surface":"bash","value":"git status"}"#).unwrap();
+        assert_eq!(
+            r.form,
+            AskForm::Surface {
+                surface: "bash".into(),
+                value: "git status".into()
+            }
+        );
+        let r = Request::parse(r#"{"tool":"write","input":{"path":"../x"}}"#).unwrap();
+        assert!(matches!(r.form, AskForm::ToolCall { .. }));
+        let r = Request::parse(r#"{"accessIntent":{"surface":"bash","matchValues":[1]}}"#).unwrap();
+        assert!(matches!(r.form, AskForm::Intents(Err(_))));
+        let r = Request::parse(
+            r#"{"accessIntent":{"surface":"path_read","matchValues":["/a"],"boundaryValue":"/a","principal":{"sessionId":"root","agentName":"x"}}}"#,
+        )
+        .unwrap();
+        let AskForm::Intents(Ok(intents)) = r.form else {
+            panic!("intents expected")
+        };
+        assert_eq!(
+            intents[0].principal,
+            Principal::default(),
+            "claimed identity is dropped"
+        );
+        for (bad, needle) in [
+            ("{", "not valid JSON"),
+            ("[]", "JSON object"),
+            (r#"{"surface":"bash"}"#, "needs a string \"value\""),
+            (r#"{"sufrace":"bash","value":"x"}"#, "unknown request key"),
+            (r#"{"tool":"read","input":"x"}"#, "\"input\" must be"),
+        ] {
+            let error = Request::parse(bad).unwrap_err();
+            assert!(error.0.contains(needle), "{bad}: {error}");
+        }
+    }
+}

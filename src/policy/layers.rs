@@ -1,0 +1,520 @@
+//! Layers, merged and composed into one compiled policy per (cwd, agent).
+//!
+//! Lowest to highest: global, project (found from the session's cwd),
+//! agent, project-agent. Merging follows the reference: a bare state
+//! replaces a surface, two pattern maps shallow-merge (a re-defined pattern
+//! keeps its place and takes the higher layer's state and origin), and a
+//! state against a map replaces the whole surface. Bare `path` and
+//! `external_directory` are sugar for both directions, expanded per layer
+//! before the merge, so no rule lives on a bare family.
+
+use super::compiled::{CompileError, CompiledRules};
+use super::config::{
+    is_valid_agent_name, permfs_project_config, reference_project_agents_dir,
+    reference_project_config, ConfigError, ConfigFile, PatternAction, PermissionMap, SurfaceValue,
+};
+use super::frontmatter::load_agent_file;
+use super::rule::{floor_allows_to_ask, rewrite_asks_to_yolo, Rule, RuleLayer};
+use super::state::{Origin, PermissionState};
+use crate::facts::intent::directions_of;
+use crate::facts::path_text::home_dir;
+use indexmap::IndexMap;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// The MCP metadata targets the reference allows once any MCP rule allows.
+const MCP_BASELINE_TARGETS: &[&str] = &[
+    "mcp_status",
+    "mcp_list",
+    "mcp_search",
+    "mcp_describe",
+    "mcp_connect",
+];
+
+/// A merged surface: its patterns with the layer each came from.
+#[derive(Debug, Clone, PartialEq)]
+enum MergedSurface {
+    State(PermissionState, Origin),
+    Patterns(IndexMap<String, (PatternAction, Origin)>),
+}
+
+/// Expands bare `path` / `external_directory` into their two directions.
+/// Sugar patterns come first, explicit directional ones after them (a
+/// pattern the explicit key re-defines moves to the explicit position).
+pub fn expand_directional_sugar(map: &PermissionMap) -> PermissionMap {
+    let explicit: HashMap<&str, &SurfaceValue> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut out: PermissionMap = Vec::with_capacity(map.len() + 2);
+    let mut emitted: Vec<String> = Vec::new();
+    for (surface, value) in map {
+        let Some(directions) = directions_of(surface) else {
+            if !emitted.contains(surface) {
+                out.push((surface.clone(), value.clone()));
+            }
+            continue;
+        };
+        for direction in directions {
+            let combined = match explicit.get(direction) {
+                None => value.clone(),
+                Some(own) => {
+                    let mut patterns = as_patterns(value);
+                    let own = as_patterns(own);
+                    patterns.retain(|(p, _)| !own.iter().any(|(q, _)| q == p));
+                    patterns.extend(own);
+                    SurfaceValue::Patterns(patterns)
+                }
+            };
+            // Keep the explicit key's own slot when it was already written.
+            if let Some(slot) = out.iter_mut().find(|(k, _)| k == direction) {
+                slot.1 = combined;
+            } else {
+                out.push((direction.to_string(), combined));
+            }
+            emitted.push(direction.to_string());
+        }
+    }
+    out
+}
+
+fn as_patterns(value: &SurfaceValue) -> Vec<(String, PatternAction)> {
+    match value {
+        SurfaceValue::State(state) => vec![(
+            "*".to_string(),
+            PatternAction {
+                state: *state,
+                reason: None,
+            },
+        )],
+        SurfaceValue::Patterns(patterns) => patterns.clone(),
+    }
+}
+
+fn merge_layers(layers: &[(Origin, &PermissionMap)]) -> IndexMap<String, MergedSurface> {
+    let mut merged: IndexMap<String, MergedSurface> = IndexMap::new();
+    for (origin, map) in layers {
+        for (surface, value) in expand_directional_sugar(map) {
+            let incoming = match value {
+                SurfaceValue::State(state) => MergedSurface::State(state, *origin),
+                SurfaceValue::Patterns(patterns) => MergedSurface::Patterns(
+                    patterns
+                        .into_iter()
+                        .map(|(p, a)| (p, (a, *origin)))
+                        .collect(),
+                ),
+            };
+            match (merged.get_mut(&surface), incoming) {
+                (Some(MergedSurface::Patterns(base)), MergedSurface::Patterns(over)) => {
+                    base.extend(over)
+                }
+                (_, incoming) => {
+                    merged.insert(surface, incoming);
+                }
+            }
+        }
+    }
+    merged
+}
+
+/// Inputs to one composition, already loaded.
+#[derive(Debug, Clone, Default)]
+pub struct LayerSet<'a> {
+    pub layers: Vec<(Origin, &'a PermissionMap)>,
+    pub yolo: bool,
+    /// Why the policy fails closed, one line per invalid layer.
+    pub invalid: Vec<String>,
+}
+
+/// Turns merged layers into the reference's composed rule list:
+/// `[universal default] + [MCP baseline] + config rules`, then yolo, then
+/// the fail-closed floor (which therefore also tames yolo: an invalid layer
+/// never leaves an `allow` that no person approved).
+pub fn compose_rules(set: &LayerSet<'_>) -> Vec<Rule> {
+    let merged = merge_layers(&set.layers);
+    let (universal, universal_origin) = match merged.get("*") {
+        Some(MergedSurface::State(state, origin)) => (*state, *origin),
+        _ => (PermissionState::Ask, Origin::Builtin),
+    };
+    let mut config_rules = Vec::new();
+    for (surface, value) in merged.iter().filter(|(surface, _)| surface.as_str() != "*") {
+        match value {
+            MergedSurface::State(state, origin) => {
+                config_rules.push(Rule::new(surface, "*", *state, *origin))
+            }
+            MergedSurface::Patterns(patterns) => {
+                for (pattern, (action, origin)) in patterns {
+                    config_rules.push(
+                        Rule::new(surface, pattern, action.state, *origin)
+                            .with_reason(action.reason.clone()),
+                    );
+                }
+            }
+        }
+    }
+    let mut rules =
+        vec![Rule::new("*", "*", universal, universal_origin).with_layer(RuleLayer::Default)];
+    if config_rules
+        .iter()
+        .any(|r| r.surface == "mcp" && r.action == PermissionState::Allow)
+    {
+        rules.extend(MCP_BASELINE_TARGETS.iter().map(|t| {
+            Rule::new("mcp", t, PermissionState::Allow, Origin::Baseline)
+                .with_layer(RuleLayer::Baseline)
+        }));
+    }
+    rules.extend(config_rules);
+    if set.yolo {
+        rewrite_asks_to_yolo(&mut rules);
+    }
+    if !set.invalid.is_empty() {
+        floor_allows_to_ask(&mut rules);
+    }
+    rules
+}
+
+/// Settings that come with the rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub yolo: bool,
+    pub forwarding_timeout_ms: u64,
+    pub authorizer_chain: Vec<String>,
+    pub authorizer_trust: Vec<(String, Vec<String>)>,
+}
+
+pub const DEFAULT_FORWARDING_TIMEOUT_MS: u64 = 600_000;
+
+/// The recorded authority of one (cwd, agent): compiled once, reused.
+#[derive(Debug)]
+pub struct Policy {
+    pub rules: CompiledRules,
+    pub settings: Settings,
+    /// Problems found while loading: invalid layers (which floor the
+    /// policy) and dropped entries.
+    pub issues: Vec<String>,
+    pub failed_closed: bool,
+    /// The files that were layered, lowest first, with their origin.
+    pub sources: Vec<(Origin, PathBuf)>,
+}
+
+/// Where the layers come from.
+#[derive(Debug, Clone, Default)]
+pub struct PolicySources {
+    /// The global config file; `None` means built-in defaults only.
+    pub global: Option<PathBuf>,
+    /// Directory of `<agent>.md` files (the reference's agent layer).
+    pub agents_dir: Option<PathBuf>,
+    /// Overrides the project file normally found from the cwd.
+    pub project_file: Option<PathBuf>,
+    /// Overrides the project agents directory normally found from the cwd.
+    pub project_agents_dir: Option<PathBuf>,
+}
+
+/// Loads and caches policies. The global config is read once, at start,
+/// and must be valid; project and agent layers are re-read when they change.
+#[derive(Debug)]
+pub struct PolicyLoader {
+    sources: PolicySources,
+    global: ConfigFile,
+    home: String,
+    cache: Mutex<HashMap<(String, Option<String>), (Vec<FileStamp>, Arc<Policy>)>>,
+}
+
+type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
+
+fn stamp(path: &Path) -> FileStamp {
+    let meta = std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+    (path.to_path_buf(), meta)
+}
+
+impl PolicyLoader {
+    pub fn new(sources: PolicySources) -> Result<Self, ConfigError> {
+        let global = match &sources.global {
+            Some(path) => ConfigFile::load(path)?,
+            None => ConfigFile::default(),
+        };
+        Ok(Self {
+            sources,
+            global,
+            home: home_dir(),
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn global_config(&self) -> &ConfigFile {
+        &self.global
+    }
+
+    fn project_files(&self, cwd: &Path) -> Vec<PathBuf> {
+        match &self.sources.project_file {
+            Some(file) => vec![file.clone()],
+            None => vec![reference_project_config(cwd), permfs_project_config(cwd)],
+        }
+    }
+
+    fn agent_files(&self, cwd: &Path, agent: Option<&str>) -> (Option<PathBuf>, Option<PathBuf>) {
+        let Some(agent) = agent.filter(|a| is_valid_agent_name(a)) else {
+            return (None, None);
+        };
+        let file = format!("{agent}.md");
+        let agent_file = self.sources.agents_dir.as_ref().map(|d| d.join(&file));
+        let project_dir = self
+            .sources
+            .project_agents_dir
+            .clone()
+            .unwrap_or_else(|| reference_project_agents_dir(cwd));
+        (agent_file, Some(project_dir.join(&file)))
+    }
+
+    /// The policy for a session with this cwd running this agent.
+    pub fn policy(&self, cwd: &str, agent: Option<&str>) -> Result<Arc<Policy>, CompileError> {
+        let cwd_path = Path::new(cwd);
+        let (agent_file, project_agent_file) = self.agent_files(cwd_path, agent);
+        let mut watched: Vec<PathBuf> = self.project_files(cwd_path);
+        watched.extend(agent_file.iter().cloned());
+        watched.extend(project_agent_file.iter().cloned());
+        let stamps: Vec<FileStamp> = watched.iter().map(|p| stamp(p)).collect();
+        let key = (cwd.to_string(), agent.map(str::to_string));
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((cached_stamps, policy)) = cache.get(&key) {
+                if *cached_stamps == stamps {
+                    return Ok(Arc::clone(policy));
+                }
+            }
+        }
+        let policy = Arc::new(self.build(cwd_path, agent, agent_file, project_agent_file)?);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(key, (stamps, Arc::clone(&policy)));
+        }
+        Ok(policy)
+    }
+
+    fn build(
+        &self,
+        cwd: &Path,
+        agent: Option<&str>,
+        agent_file: Option<PathBuf>,
+        project_agent_file: Option<PathBuf>,
+    ) -> Result<Policy, CompileError> {
+        let mut issues = Vec::new();
+        let mut invalid = Vec::new();
+        let mut sources: Vec<(Origin, PathBuf)> = Vec::new();
+        if let Some(global) = &self.sources.global {
+            sources.push((Origin::Global, global.clone()));
+        }
+        if let Some(agent) = agent.filter(|a| !is_valid_agent_name(a)) {
+            invalid.push(format!(
+                "agent name {agent:?} is not valid, so its rules cannot be found"
+            ));
+        }
+
+        let mut projects: Vec<ConfigFile> = Vec::new();
+        for file in self.project_files(cwd) {
+            match ConfigFile::load_optional(&file) {
+                Ok(Some(config)) => {
+                    sources.push((Origin::Project, file.clone()));
+                    if config.yolo_mode.is_some() || config.authorizer_trust.is_some() {
+                        issues.push(format!(
+                            "{}: yoloMode and authorizerTrust are honoured only in the global config; ignored here",
+                            file.display()
+                        ));
+                    }
+                    projects.push(config);
+                }
+                Ok(None) => {}
+                Err(error) => invalid.push(format!("invalid project configuration: {error}")),
+            }
+        }
+
+        let inline_agent: Option<&PermissionMap> = agent.and_then(|name| {
+            self.global
+                .agents
+                .iter()
+                .find(|(agent, _)| agent == name)
+                .map(|(_, map)| map)
+        });
+        let mut load_agent =
+            |file: Option<PathBuf>, origin: Origin, what: &str| -> Option<PermissionMap> {
+                let file = file?;
+                match load_agent_file(&file) {
+                    Ok(Some(rules)) => {
+                        sources.push((origin, file));
+                        issues.extend(rules.notes);
+                        Some(rules.permission)
+                    }
+                    Ok(None) => None,
+                    Err(error) => {
+                        invalid.push(format!("invalid {what} configuration: {error}"));
+                        None
+                    }
+                }
+            };
+        let agent_rules = load_agent(agent_file, Origin::Agent, "agent");
+        let project_agent_rules =
+            load_agent(project_agent_file, Origin::ProjectAgent, "project-agent");
+
+        let mut layers: Vec<(Origin, &PermissionMap)> =
+            vec![(Origin::Global, &self.global.permission)];
+        layers.extend(projects.iter().map(|p| (Origin::Project, &p.permission)));
+        layers.extend(inline_agent.map(|map| (Origin::Agent, map)));
+        layers.extend(agent_rules.as_ref().map(|map| (Origin::Agent, map)));
+        layers.extend(
+            project_agent_rules
+                .as_ref()
+                .map(|map| (Origin::ProjectAgent, map)),
+        );
+
+        let settings = Settings {
+            yolo: self.global.yolo_mode.unwrap_or(false),
+            forwarding_timeout_ms: projects
+                .iter()
+                .rev()
+                .find_map(|p| p.forwarding_timeout_ms)
+                .or(self.global.forwarding_timeout_ms)
+                .unwrap_or(DEFAULT_FORWARDING_TIMEOUT_MS),
+            authorizer_chain: projects
+                .iter()
+                .rev()
+                .find_map(|p| p.authorizer_chain.clone())
+                .or_else(|| self.global.authorizer_chain.clone())
+                .unwrap_or_default(),
+            authorizer_trust: self.global.authorizer_trust.clone().unwrap_or_default(),
+        };
+        let set = LayerSet {
+            layers,
+            yolo: settings.yolo,
+            invalid: invalid.clone(),
+        };
+        let rules = CompiledRules::compile(compose_rules(&set), &self.home)?;
+        let failed_closed = !invalid.is_empty();
+        if failed_closed {
+            issues.extend(invalid);
+            issues.push(
+                "failing closed: every 'allow' rule is clamped to 'ask' until the configuration is corrected".into(),
+            );
+        }
+        Ok(Policy {
+            rules,
+            settings,
+            issues,
+            failed_closed,
+            sources,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::config::parse_permission_map;
+    use serde_json::json;
+
+    fn map(value: serde_json::Value) -> PermissionMap {
+        parse_permission_map(&value, "permission").expect("valid map")
+    }
+
+    fn summary(rules: &[Rule]) -> Vec<String> {
+        rules
+            .iter()
+            .map(|r| format!("{} {} {} {}", r.surface, r.pattern, r.action, r.origin))
+            .collect()
+    }
+
+    #[test]
+    fn maps_merge_shallowly_and_keep_positions() {
+        let global = map(json!({"bash": {"*": "ask", "git *": "allow"}}));
+        let project = map(json!({"bash": {"*": "deny"}}));
+        let rules = compose_rules(&LayerSet {
+            layers: vec![(Origin::Global, &global), (Origin::Project, &project)],
+            ..Default::default()
+        });
+        assert_eq!(
+            summary(&rules),
+            [
+                "* * ask builtin",
+                "bash * deny project",
+                "bash git * allow global"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_state_replaces_a_map_and_back() {
+        let global = map(json!({"*": "deny", "bash": {"git *": "allow"}}));
+        let project = map(json!({"bash": "ask"}));
+        let agent = map(json!({"bash": {"ls": "allow"}}));
+        let rules = compose_rules(&LayerSet {
+            layers: vec![
+                (Origin::Global, &global),
+                (Origin::Project, &project),
+                (Origin::Agent, &agent),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(summary(&rules), ["* * deny global", "bash ls allow agent"]);
+    }
+
+    #[test]
+    fn directional_sugar_expands_before_explicit_keys() {
+        let global =
+            map(json!({"path_read": {"*.env": "allow"}, "path": {"*": "allow", "*.env": "deny"}}));
+        let rules = compose_rules(&LayerSet {
+            layers: vec![(Origin::Global, &global)],
+            ..Default::default()
+        });
+        assert_eq!(
+            summary(&rules),
+            [
+                "* * ask builtin",
+                "path_read * allow global",
+                "path_read *.env allow global",
+                "path_write * allow global",
+                "path_write *.env deny global",
+            ]
+        );
+    }
+
+    #[test]
+    fn yolo_then_fail_closed_floor() {
+        let global = map(json!({"bash": {"*": "ask", "rm *": "deny", "ls": "allow"}}));
+        let yolo = compose_rules(&LayerSet {
+            layers: vec![(Origin::Global, &global)],
+            yolo: true,
+            invalid: vec![],
+        });
+        assert_eq!(
+            summary(&yolo),
+            [
+                "* * allow yolo",
+                "bash * allow yolo",
+                "bash rm * deny global",
+                "bash ls allow global"
+            ]
+        );
+        let floored = compose_rules(&LayerSet {
+            layers: vec![(Origin::Global, &global)],
+            yolo: true,
+            invalid: vec!["bad project".into()],
+        });
+        assert!(floored.iter().all(|r| r.action != PermissionState::Allow));
+        assert_eq!(floored[3].origin, Origin::FailClosed);
+    }
+
+    #[test]
+    fn mcp_baseline_appears_only_with_an_mcp_allow() {
+        let without = map(json!({"mcp": {"*": "ask"}}));
+        let with = map(json!({"mcp": {"exa:*": "allow"}}));
+        let count = |m: &PermissionMap| {
+            compose_rules(&LayerSet {
+                layers: vec![(Origin::Global, m)],
+                ..Default::default()
+            })
+            .iter()
+            .filter(|r| r.origin == Origin::Baseline)
+            .count()
+        };
+        assert_eq!(count(&without), 0);
+        assert_eq!(count(&with), 5);
+    }
+}
