@@ -8,6 +8,7 @@
 //! - [`engine`]: judges facts against a policy (the gates of the reference),
 //!   with full provenance.
 
+pub mod cli;
 pub mod engine;
 pub mod facts;
 pub mod policy;

@@ -1,1 +1,20 @@
-fn main() {}
+//! The `permfs` binary.
+
+use clap::Parser;
+use permfs::cli::{Cli, Command};
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PERMFS_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Resolve(args) => permfs::cli::resolve::run(args),
+        Command::CheckConfig(args) => permfs::cli::check_config::run(args),
+    };
+    std::process::exit(code);
+}

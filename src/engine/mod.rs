@@ -1,1 +1,5 @@
-//! Judging facts against a policy.
+//! Judging facts against a policy: the reference's gates, with provenance.
+
+pub mod judge;
+
+pub use judge::{judge, Judgment, SurfaceCheck};

@@ -216,10 +216,12 @@ pub struct PolicyLoader {
     sources: PolicySources,
     global: ConfigFile,
     home: String,
-    cache: Mutex<HashMap<(String, Option<String>), (Vec<FileStamp>, Arc<Policy>)>>,
+    cache: Mutex<HashMap<PolicyKey, (Vec<FileStamp>, Arc<Policy>)>>,
 }
 
 type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
+/// A policy is cached per (cwd, agent).
+type PolicyKey = (String, Option<String>);
 
 fn stamp(path: &Path) -> FileStamp {
     let meta = std::fs::metadata(path)

@@ -1,0 +1,25 @@
+//! The `permfs` command line: thin wrappers over the library.
+
+pub mod check_config;
+pub mod resolve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "permfs",
+    version,
+    about = "The permission authority for a tree of AI agent sessions"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate requests (JSON lines on stdin) against a config, offline.
+    Resolve(resolve::ResolveArgs),
+    /// Validate config files and agent files; print the rules they compose to.
+    CheckConfig(check_config::CheckConfigArgs),
+}

@@ -1,0 +1,400 @@
+//! Judging a fact set against a rule stack, with full provenance.
+//!
+//! Each surface of the facts is resolved on its own (path surfaces with
+//! rule order across aliases, others first-candidate), then the verdicts
+//! combine most-restrictive-wins in family order `path` →
+//! `external_directory` → tool → `bash`. Two gate rules of the reference
+//! apply to tool calls: the `path` family only counts when an explicit
+//! rule matched, and a bare directional family is the stricter of its two
+//! directions (a tie goes to `_read`).
+
+use crate::facts::bash::{is_trivially_empty, split_command, UNPARSEABLE_COMMAND};
+use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
+use crate::facts::request::FactSet;
+use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
+use crate::policy::{CompileError, CompiledRules, Origin, PermissionState, RuleLayer};
+use serde::Serialize;
+
+/// One surface's verdict and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SurfaceCheck {
+    pub surface: String,
+    pub family: Family,
+    /// The verdict after floors.
+    pub state: PermissionState,
+    /// False when the gate does not count this check (a `path` surface on
+    /// which no explicit rule matched).
+    pub counted: bool,
+    /// The rule's pattern, or a floor sentinel; `None` when only the
+    /// universal default matched.
+    pub matched_pattern: Option<String>,
+    /// The surface key of the winning rule (`path_read` for a `path` ask).
+    pub rule_surface: String,
+    pub origin: Origin,
+    pub layer: RuleLayer,
+    pub matched_value: String,
+    pub match_values: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The bash command unit that decided, for `bash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The sentinel of a floor that turned `allow` into `ask`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<String>,
+}
+
+/// The verdict on a whole fact set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Judgment {
+    pub state: PermissionState,
+    /// Index into `checks` of the check that decided.
+    pub decided_by: Option<usize>,
+    pub checks: Vec<SurfaceCheck>,
+    /// Why the facts could not be judged (they then floor to `ask`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unjudgeable: Option<String>,
+}
+
+impl Judgment {
+    pub fn deciding_check(&self) -> Option<&SurfaceCheck> {
+        self.decided_by.and_then(|i| self.checks.get(i))
+    }
+
+    /// The deny reason a person or agent should see, if any.
+    pub fn reason(&self) -> Option<&str> {
+        self.deciding_check().and_then(|c| c.reason.as_deref())
+    }
+}
+
+/// Judges facts against `stack` (config rules, then session grants).
+pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, CompileError> {
+    if let Some(why) = &facts.unusable {
+        return Ok(Judgment {
+            state: PermissionState::Ask,
+            decided_by: None,
+            checks: Vec::new(),
+            unjudgeable: Some(format!("no usable facts ({why}): floored to ask")),
+        });
+    }
+    if facts.intents.is_empty() {
+        return Ok(Judgment {
+            state: PermissionState::Ask,
+            decided_by: None,
+            checks: Vec::new(),
+            unjudgeable: Some("no facts: floored to ask".into()),
+        });
+    }
+    let gated = facts.tool.is_some() || facts.intents.len() > 1;
+    let mut checks = Vec::with_capacity(facts.intents.len());
+    for intent in &facts.intents {
+        let mut check = check_intent(stack, intent)?;
+        if gated && check.family == Family::Path && check.matched_pattern.is_none() {
+            check.counted = false;
+        }
+        checks.push(check);
+    }
+    let decided_by = checks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.counted)
+        .min_by_key(|(i, c)| (std::cmp::Reverse(c.state), c.family, *i))
+        .map(|(i, _)| i);
+    let state = decided_by
+        .map(|i| checks[i].state)
+        .unwrap_or(PermissionState::Allow);
+    Ok(Judgment {
+        state,
+        decided_by,
+        checks,
+        unjudgeable: None,
+    })
+}
+
+fn check_intent(
+    stack: &[&CompiledRules],
+    intent: &AccessIntent,
+) -> Result<SurfaceCheck, CompileError> {
+    let surface = intent.surface.as_str();
+    let mut check = if surface == "bash" {
+        check_bash(stack, intent)?
+    } else if let Some(directions) = directions_of(surface) {
+        // A bare family is both directions; the stricter answers, `_read`
+        // on a tie.
+        let read = from_verdict(
+            intent,
+            directions[0],
+            evaluate_any_value(stack, directions[0], &intent.match_values)?,
+        );
+        let write = from_verdict(
+            intent,
+            directions[1],
+            evaluate_any_value(stack, directions[1], &intent.match_values)?,
+        );
+        if write.state > read.state {
+            write
+        } else {
+            read
+        }
+    } else if is_path_surface(surface) {
+        from_verdict(
+            intent,
+            surface,
+            evaluate_any_value(stack, surface, &intent.match_values)?,
+        )
+    } else {
+        from_verdict(
+            intent,
+            surface,
+            evaluate_first(stack, surface, &intent.match_values)?,
+        )
+    };
+    check.surface = intent.surface.clone();
+    check.family = Family::of(surface);
+    if let Some(floor) = &intent.floor {
+        apply_floor(&mut check, floor);
+    }
+    Ok(check)
+}
+
+fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict) -> SurfaceCheck {
+    SurfaceCheck {
+        surface: intent.surface.clone(),
+        family: Family::of(&intent.surface),
+        state: verdict.rule.action,
+        counted: true,
+        matched_pattern: verdict.rule.reported_pattern().map(str::to_string),
+        rule_surface: rule_surface.to_string(),
+        origin: verdict.rule.origin,
+        layer: verdict.rule.layer,
+        matched_value: verdict.matched_value,
+        match_values: intent.match_values.clone(),
+        reason: verdict.rule.reason,
+        command: None,
+        floor: None,
+    }
+}
+
+/// A floor lets no rule `allow` alone: only a session grant (which a
+/// person made) or a person may answer.
+fn apply_floor(check: &mut SurfaceCheck, floor: &str) {
+    if check.state == PermissionState::Allow && check.layer != RuleLayer::Session {
+        check.state = PermissionState::Ask;
+        check.matched_pattern = Some(floor.to_string());
+        check.floor = Some(floor.to_string());
+    }
+}
+
+/// `bash`: every command of the line is judged; the most restrictive unit
+/// answers (the first one on a tie). Wrappers and unparsed syntax floor.
+fn check_bash(
+    stack: &[&CompiledRules],
+    intent: &AccessIntent,
+) -> Result<SurfaceCheck, CompileError> {
+    let command = intent.match_values.first().cloned().unwrap_or_default();
+    let whole = |stack: &[&CompiledRules]| -> Result<SurfaceCheck, CompileError> {
+        let mut check = from_verdict(
+            intent,
+            "bash",
+            evaluate_first(stack, "bash", std::slice::from_ref(&command))?,
+        );
+        check.command = Some(command.clone());
+        Ok(check)
+    };
+    let units = split_command(&command);
+    if units.is_empty() {
+        let mut check = whole(stack)?;
+        if is_trivially_empty(&command) || check.state == PermissionState::Deny {
+            return Ok(check);
+        }
+        check.state = PermissionState::Ask;
+        check.matched_pattern = Some(UNPARSEABLE_COMMAND.to_string());
+        check.floor = Some(UNPARSEABLE_COMMAND.to_string());
+        return Ok(check);
+    }
+    let mut best: Option<SurfaceCheck> = None;
+    for unit in units {
+        let mut check = from_verdict(
+            intent,
+            "bash",
+            evaluate_first(stack, "bash", std::slice::from_ref(&unit.text))?,
+        );
+        check.command = Some(unit.text.clone());
+        if let Some(floor) = unit.floor {
+            apply_floor(&mut check, floor);
+        }
+        if best.as_ref().is_none_or(|b| check.state > b.state) {
+            best = Some(check);
+        }
+    }
+    match best {
+        Some(check) => Ok(check),
+        None => whole(stack),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::intent::Principal;
+    use crate::facts::request::{AskForm, Requester};
+    use crate::policy::config::parse_permission_map;
+    use crate::policy::layers::{compose_rules, LayerSet};
+    use serde_json::json;
+
+    fn rules(permission: serde_json::Value) -> CompiledRules {
+        let map = parse_permission_map(&permission, "permission").expect("valid");
+        let rules = compose_rules(&LayerSet {
+            layers: vec![(Origin::Global, &map)],
+            ..Default::default()
+        });
+        CompiledRules::compile(rules, "/home/u").expect("compiles")
+    }
+
+    fn bash(config: &CompiledRules, command: &str) -> Judgment {
+        let requester = Requester::new("/nonexistent-w", Principal::default());
+        let facts = requester.facts(&AskForm::Surface {
+            surface: "bash".into(),
+            value: command.into(),
+        });
+        judge(&[config], &facts).expect("judged")
+    }
+
+    #[test]
+    fn bash_takes_the_most_restrictive_command() {
+        let config =
+            rules(json!({"bash": {"*": "ask", "git *": "allow", "ls *": "allow", "rm *": "deny"}}));
+        let verdict = bash(&config, "git status && rm -rf x; ls");
+        assert_eq!(verdict.state, PermissionState::Deny);
+        assert_eq!(verdict.checks[0].command.as_deref(), Some("rm -rf x"));
+        assert_eq!(
+            bash(&config, "git status | ls -l").state,
+            PermissionState::Allow
+        );
+        assert_eq!(
+            bash(&config, "FOO=1 git push").state,
+            PermissionState::Allow
+        );
+    }
+
+    #[test]
+    fn wrappers_floor_allow_but_not_deny() {
+        let config = rules(json!({"bash": {"*": "allow", "sudo rm *": "deny"}}));
+        let verdict = bash(&config, "sudo ls");
+        assert_eq!(verdict.state, PermissionState::Ask);
+        assert_eq!(
+            verdict.checks[0].matched_pattern.as_deref(),
+            Some("<indirection-bash-wrapper>")
+        );
+        assert_eq!(bash(&config, "sudo rm -rf /").state, PermissionState::Deny);
+        let verdict = bash(&config, "sh -c 'curl x | sh'");
+        assert_eq!(
+            verdict.checks[0].matched_pattern.as_deref(),
+            Some("<opaque-bash-wrapper>")
+        );
+        let verdict = bash(&config, "echo 'unbalanced");
+        assert_eq!(verdict.state, PermissionState::Ask);
+        assert_eq!(
+            verdict.checks[0].matched_pattern.as_deref(),
+            Some("<unparseable-bash-command>")
+        );
+        assert_eq!(
+            bash(&config, "# only a comment").state,
+            PermissionState::Allow
+        );
+    }
+
+    #[test]
+    fn path_gate_counts_only_explicit_rules() {
+        let requester = Requester::new("/nonexistent-w", Principal::default());
+        let read = |config: &CompiledRules, path: &str| {
+            let facts = requester.facts(&AskForm::ToolCall {
+                tool: "read".into(),
+                input: json!({ "path": path }),
+            });
+            judge(&[config], &facts).expect("judged")
+        };
+        let config = rules(json!({"*": "ask", "read": "allow"}));
+        let verdict = read(&config, "src/a.rs");
+        assert_eq!(
+            verdict.state,
+            PermissionState::Allow,
+            "the universal * alone does not gate"
+        );
+        assert!(!verdict.checks[0].counted);
+
+        let config = rules(json!({"read": "allow", "path": {"*.env": "deny"}}));
+        let verdict = read(&config, "conf/.env");
+        assert_eq!(verdict.state, PermissionState::Deny);
+        assert_eq!(
+            verdict.deciding_check().map(|c| c.rule_surface.as_str()),
+            Some("path_read")
+        );
+
+        let config = rules(json!({"read": "allow", "external_directory": {"/etc/*": "allow"}}));
+        assert_eq!(read(&config, "/etc/hosts").state, PermissionState::Allow);
+        assert_eq!(
+            read(&config, "/var/log/x").state,
+            PermissionState::Ask,
+            "outside cwd asks by default"
+        );
+    }
+
+    #[test]
+    fn bare_family_is_the_stricter_direction() {
+        let config = rules(
+            json!({"*": "allow", "path_read": {"*": "allow"}, "path_write": {"*.lock": "deny"}}),
+        );
+        let requester = Requester::new("/nonexistent-w", Principal::default());
+        let facts = requester.facts(&AskForm::ToolCall {
+            tool: "edit".into(),
+            input: json!({"path": "Cargo.lock"}),
+        });
+        let verdict = judge(&[&config], &facts).expect("judged");
+        assert_eq!(verdict.state, PermissionState::Deny);
+        assert_eq!(verdict.checks[0].rule_surface, "path_write");
+    }
+
+    #[test]
+    fn unusable_facts_floor_to_ask() {
+        let config = rules(json!({"*": "allow"}));
+        let facts = FactSet {
+            unusable: Some("matchValues missing".into()),
+            ..Default::default()
+        };
+        let verdict = judge(&[&config], &facts).expect("judged");
+        assert_eq!(verdict.state, PermissionState::Ask);
+        assert!(verdict.unjudgeable.is_some());
+    }
+
+    #[test]
+    fn floor_marker_stops_an_allow_rule_but_not_a_grant() {
+        let config = rules(json!({"bash": {"*": "allow"}}));
+        let requester = Requester::new("/nonexistent-w", Principal::default());
+        let mut intent = requester.intent("bash", "make");
+        intent.floor = Some("<opaque-bash-wrapper>".into());
+        let facts = FactSet {
+            tool: None,
+            intents: vec![intent],
+            unusable: None,
+        };
+        assert_eq!(
+            judge(&[&config], &facts).expect("judged").state,
+            PermissionState::Ask
+        );
+        let grants = CompiledRules::compile(
+            vec![
+                crate::policy::Rule::new("bash", "make", PermissionState::Allow, Origin::Session)
+                    .with_layer(RuleLayer::Session),
+            ],
+            "/home/u",
+        )
+        .expect("compiles");
+        assert_eq!(
+            judge(&[&config, &grants], &facts).expect("judged").state,
+            PermissionState::Allow
+        );
+    }
+}
