@@ -216,12 +216,14 @@ pub struct PolicyLoader {
     sources: PolicySources,
     global: ConfigFile,
     home: String,
-    cache: Mutex<HashMap<PolicyKey, (Vec<FileStamp>, Arc<Policy>)>>,
+    cache: Mutex<HashMap<PolicyKey, CachedPolicy>>,
 }
 
 type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
 /// A policy is cached per (cwd, agent).
 type PolicyKey = (String, Option<String>);
+/// A cached policy with the file stamps it was built from.
+type CachedPolicy = (Vec<FileStamp>, Arc<Policy>);
 
 fn stamp(path: &Path) -> FileStamp {
     let meta = std::fs::metadata(path)
