@@ -12,3 +12,4 @@ pub mod cli;
 pub mod engine;
 pub mod facts;
 pub mod policy;
+pub mod session;

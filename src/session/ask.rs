@@ -1,0 +1,134 @@
+//! An ask in flight and the answer it ends with.
+
+use crate::facts::intent::AccessIntent;
+use crate::facts::request::{FactSet, Request};
+use crate::policy::{Origin, PermissionState};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub type AskId = String;
+
+/// Who or what answered, in the reference's `decidedBy` vocabulary plus
+/// the outcomes that are not a decision (silence is never a denial).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DecidedBy {
+    Rule {
+        surface: String,
+        pattern: Option<String>,
+        origin: Origin,
+    },
+    SessionApproval {
+        surface: String,
+        pattern: Option<String>,
+    },
+    Yolo {
+        pattern: Option<String>,
+    },
+    User {
+        session: String,
+        uid: u32,
+    },
+    Timeout,
+    NoDecider,
+    Cancelled,
+    SessionEnded,
+    Invalid {
+        reason: String,
+    },
+    GateError {
+        reason: String,
+    },
+    /// Recorded authority said `ask`: the ask moves on (a hop only).
+    Escalated {
+        reason: String,
+    },
+}
+
+/// Why the ask ended, beyond allow/deny.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Allow,
+    Deny,
+    Timeout,
+    NoDecider,
+    Cancelled,
+    SessionEnded,
+    Invalid,
+}
+
+/// One node's verdict on the way up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hop {
+    pub session: String,
+    pub verdict: PermissionState,
+    pub decided_by: DecidedBy,
+    /// The agents this node judged for (the principal chain below it).
+    pub agents: Vec<Option<String>>,
+}
+
+/// The response file's content: the reference's forwarded response plus
+/// permfs's outcome, facts and hops.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    pub ask_id: String,
+    pub approved: bool,
+    pub state: &'static str,
+    pub denial_reason: Option<String>,
+    pub responder_session_id: Option<String>,
+    pub responded_at: u64,
+    pub decided_by: DecidedBy,
+    pub outcome: Outcome,
+    pub facts: Vec<AccessIntent>,
+    pub hops: Vec<Hop>,
+}
+
+impl Response {
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_else(|e| {
+            format!("{{\"approved\":false,\"outcome\":\"invalid\",\"error\":\"{e}\"}}").into_bytes()
+        });
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Called with the answer once it exists (a parked FUSE read, say).
+pub type Waiter = Box<dyn FnOnce(Arc<Response>) + Send>;
+
+pub struct Ask {
+    pub id: AskId,
+    pub origin: String,
+    pub rid: String,
+    pub request: Option<Request>,
+    pub facts: FactSet,
+    pub hops: Vec<Hop>,
+    /// The session whose inbox holds it while it waits for a person.
+    pub pending_at: Option<String>,
+    pub response: Option<Arc<Response>>,
+    pub waiters: Vec<(u64, Waiter)>,
+    pub created: Instant,
+    pub deadline: Instant,
+}
+
+impl std::fmt::Debug for Ask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ask")
+            .field("id", &self.id)
+            .field("origin", &self.origin)
+            .field("pending_at", &self.pending_at)
+            .field("decided", &self.response.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,1086 @@
+//! The decision walk over the session tree (ADR 0008, DESIGN §2).
+//!
+//! Facts are fixed once at the asking session; every node then judges them
+//! anew with its own recorded authority (config layers for its cwd plus its
+//! grants), scoped to every agent on the principal chain below it. `allow`
+//! and `deny` answer; `ask` waits in an interactive node's inbox or climbs
+//! to the parent; a root nobody sits at denies with `no_decider`.
+//!
+//! All state sits behind one mutex: the work per operation is small and
+//! bounded, and a single lock makes "first valid decision wins" trivially
+//! true. Answers are delivered to parked waiters without any thread per
+//! waiter.
+
+use super::ask::{now_ms, Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
+use super::tree::{is_valid_name, Grant, SessionId, SessionTree, SpawnSpec};
+use crate::engine::{judge, Judgment};
+use crate::facts::intent::{directions_of, is_path_surface, Principal};
+use crate::facts::path_text::home_dir;
+use crate::facts::request::{Request, Requester};
+use crate::policy::layers::PolicyLoader;
+use crate::policy::{CompiledRules, Origin, PermissionState, Rule, RuleLayer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Largest request accepted, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorityError {
+    NotFound(String),
+    Exists(String),
+    Invalid(String),
+    PermissionDenied(String),
+    AlreadyDecided(String),
+}
+
+impl std::fmt::Display for AuthorityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound(m)
+            | Self::Exists(m)
+            | Self::Invalid(m)
+            | Self::PermissionDenied(m)
+            | Self::AlreadyDecided(m) => f.write_str(m),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    tree: SessionTree,
+    asks: HashMap<AskId, Ask>,
+    /// (origin session, rid) → ask
+    outboxes: HashMap<(SessionId, String), AskId>,
+    next_id: u64,
+}
+
+pub struct Authority {
+    loader: Arc<PolicyLoader>,
+    owner_uid: u32,
+    state: Mutex<State>,
+}
+
+/// A decision written to an inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    AllowSession,
+    AllowSubagent,
+    Deny(Option<String>),
+}
+
+impl Decision {
+    /// `allow`, `allow session`, `allow subagent`, `deny`, `deny <reason>`,
+    /// or JSON `{"decision": "...", "reason": "..."}`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.starts_with('{') {
+            let value: serde_json::Value = serde_json::from_str(text)
+                .map_err(|e| format!("decision is not valid JSON: {e}"))?;
+            let decision = value
+                .get("decision")
+                .and_then(|d| d.as_str())
+                .ok_or("JSON decision needs a string \"decision\"")?;
+            let reason = value
+                .get("reason")
+                .and_then(|r| r.as_str())
+                .map(str::to_string);
+            return match (decision, reason) {
+                ("deny", reason) => Ok(Self::Deny(reason)),
+                (other, None) => Self::parse(other),
+                (_, Some(_)) => Err("only a deny takes a reason".into()),
+            };
+        }
+        match text {
+            "allow" => Ok(Self::Allow),
+            "allow session" => Ok(Self::AllowSession),
+            "allow subagent" => Ok(Self::AllowSubagent),
+            "deny" => Ok(Self::Deny(None)),
+            _ => match text.strip_prefix("deny ") {
+                Some(reason) if !reason.trim().is_empty() => Ok(Self::Deny(Some(reason.trim().to_string()))),
+                _ => Err(format!(
+                    "unknown decision {text:?}: write allow, allow session, allow subagent, deny, or deny <reason>"
+                )),
+            },
+        }
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Authority {
+    pub fn new(loader: Arc<PolicyLoader>, owner_uid: u32) -> Self {
+        Self {
+            loader,
+            owner_uid,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn add_root(
+        &self,
+        name: &str,
+        spec: SpawnSpec,
+        default_cwd: &str,
+    ) -> Result<SessionId, AuthorityError> {
+        lock(&self.state)
+            .tree
+            .add_root(name, spec, default_cwd)
+            .map_err(AuthorityError::Invalid)
+    }
+
+    pub fn spawn(
+        &self,
+        parent: &str,
+        name: &str,
+        spec: SpawnSpec,
+    ) -> Result<SessionId, AuthorityError> {
+        lock(&self.state)
+            .tree
+            .spawn(parent, name, spec)
+            .map_err(AuthorityError::Invalid)
+    }
+
+    /// Read access to the tree (for listing and `session.json`).
+    pub fn with_tree<T>(&self, f: impl FnOnce(&SessionTree) -> T) -> T {
+        f(&lock(&self.state).tree)
+    }
+
+    /// Ends a session and its descendants: their pending asks are answered
+    /// `session_ended` and leave every inbox.
+    pub fn end_session(&self, id: &str) -> Result<(), AuthorityError> {
+        let mut state = lock(&self.state);
+        if state.tree.get(id).is_none() {
+            return Err(AuthorityError::NotFound(format!("no session {id:?}")));
+        }
+        let removed = state.tree.remove(id);
+        let ended: Vec<AskId> = state
+            .asks
+            .values()
+            .filter(|a| removed.contains(&a.origin))
+            .map(|a| a.id.clone())
+            .collect();
+        for ask_id in ended {
+            finish(
+                &mut state,
+                &ask_id,
+                Outcome::SessionEnded,
+                DecidedBy::SessionEnded,
+                None,
+                None,
+            );
+        }
+        state
+            .outboxes
+            .retain(|(origin, _), _| !removed.contains(origin));
+        let asks_to_drop: Vec<AskId> = state
+            .asks
+            .values()
+            .filter(|a| removed.contains(&a.origin))
+            .map(|a| a.id.clone())
+            .collect();
+        for ask_id in asks_to_drop {
+            state.asks.remove(&ask_id);
+        }
+        Ok(())
+    }
+
+    pub fn outbox_contains(&self, session: &str, rid: &str) -> bool {
+        lock(&self.state)
+            .outboxes
+            .contains_key(&(session.to_string(), rid.to_string()))
+    }
+
+    /// The rids in a session's outbox.
+    pub fn outbox(&self, session: &str) -> Vec<String> {
+        let state = lock(&self.state);
+        let mut rids: Vec<String> = state
+            .outboxes
+            .keys()
+            .filter(|(origin, _)| origin == session)
+            .map(|(_, rid)| rid.clone())
+            .collect();
+        rids.sort();
+        rids
+    }
+
+    pub fn ask_for(&self, session: &str, rid: &str) -> Option<AskId> {
+        lock(&self.state)
+            .outboxes
+            .get(&(session.to_string(), rid.to_string()))
+            .cloned()
+    }
+
+    /// Raises an ask from `session`'s outbox and walks it at once. A
+    /// request that cannot be understood still gets a response (outcome
+    /// `invalid`, with the reason) and the error is returned to the writer.
+    pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
+        let mut state = lock(&self.state);
+        let Some(origin) = state.tree.get(session).cloned() else {
+            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+        };
+        if !is_valid_name(rid) {
+            return Err(AuthorityError::Invalid(format!(
+                "{rid:?} is not a valid request name"
+            )));
+        }
+        let key = (session.to_string(), rid.to_string());
+        if state.outboxes.contains_key(&key) {
+            return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
+        }
+        state.next_id += 1;
+        let ask_id = format!("{}-{}", state.next_id, rid);
+        let parsed = if text.len() > MAX_REQUEST_BYTES {
+            Err(format!(
+                "request is {} bytes; the limit is {MAX_REQUEST_BYTES}",
+                text.len()
+            ))
+        } else {
+            std::str::from_utf8(text)
+                .map_err(|_| "request is not UTF-8 text".to_string())
+                .and_then(|t| Request::parse(t).map_err(|e| e.0))
+        };
+        let requester = Requester::new(
+            &origin.cwd,
+            Principal {
+                session_id: origin.id.clone(),
+                agent_name: origin.agent.clone(),
+            },
+        );
+        let (request, facts) = match &parsed {
+            Ok(request) => (Some(request.clone()), requester.facts(&request.form)),
+            Err(_) => (None, Default::default()),
+        };
+        let timeout = self
+            .loader
+            .policy(&origin.cwd, origin.agent.as_deref())
+            .map(|p| p.settings.forwarding_timeout_ms)
+            .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
+        let now = Instant::now();
+        state.asks.insert(
+            ask_id.clone(),
+            Ask {
+                id: ask_id.clone(),
+                origin: origin.id.clone(),
+                rid: rid.to_string(),
+                request,
+                facts,
+                hops: Vec::new(),
+                pending_at: None,
+                response: None,
+                waiters: Vec::new(),
+                created: now,
+                deadline: now + Duration::from_millis(timeout),
+            },
+        );
+        state.outboxes.insert(key, ask_id.clone());
+        if let Err(reason) = parsed {
+            finish(
+                &mut state,
+                &ask_id,
+                Outcome::Invalid,
+                DecidedBy::Invalid {
+                    reason: reason.clone(),
+                },
+                Some(reason.clone()),
+                None,
+            );
+            return Err(AuthorityError::Invalid(reason));
+        }
+        self.walk(&mut state, &ask_id, &origin.id);
+        Ok(ask_id)
+    }
+
+    /// Judges the ask at `start` and climbs until something answers or an
+    /// interactive node takes it into its inbox.
+    fn walk(&self, state: &mut State, ask_id: &str, start: &str) {
+        let mut node_id = start.to_string();
+        loop {
+            let Some(ask) = state.asks.get(ask_id) else {
+                return;
+            };
+            let Some(node) = state.tree.get(&node_id) else {
+                finish(
+                    state,
+                    ask_id,
+                    Outcome::Deny,
+                    DecidedBy::GateError {
+                        reason: format!("session {node_id:?} vanished"),
+                    },
+                    None,
+                    None,
+                );
+                return;
+            };
+            let agents = agents_below(&state.tree, &ask.origin, &node_id);
+            let (verdict, decided_by, reason) = match self.judge_at(node, &agents, ask) {
+                Ok(judgment) => {
+                    let by = decided_by_for(&judgment);
+                    (judgment.state, by, judgment.reason().map(str::to_string))
+                }
+                Err(error) => (
+                    PermissionState::Deny,
+                    DecidedBy::GateError { reason: error },
+                    None,
+                ),
+            };
+            let node_name = node.id.clone();
+            let interactive = node.interactive;
+            let parent = node.parent.clone();
+            if let Some(ask) = state.asks.get_mut(ask_id) {
+                ask.hops.push(Hop {
+                    session: node_name.clone(),
+                    verdict,
+                    decided_by: decided_by.clone(),
+                    agents,
+                });
+            }
+            match verdict {
+                PermissionState::Allow => {
+                    finish(
+                        state,
+                        ask_id,
+                        Outcome::Allow,
+                        decided_by,
+                        None,
+                        Some(node_name),
+                    );
+                    return;
+                }
+                PermissionState::Deny => {
+                    finish(
+                        state,
+                        ask_id,
+                        Outcome::Deny,
+                        decided_by,
+                        reason,
+                        Some(node_name),
+                    );
+                    return;
+                }
+                PermissionState::Ask if interactive => {
+                    if let Some(ask) = state.asks.get_mut(ask_id) {
+                        ask.pending_at = Some(node_name);
+                    }
+                    return;
+                }
+                PermissionState::Ask => {
+                    match parent {
+                        Some(parent) => node_id = parent,
+                        None => {
+                            finish(state, ask_id, Outcome::NoDecider, DecidedBy::NoDecider, Some("nobody can answer: no interactive session on the way to the root".into()), Some(node_name));
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The node's recorded authority on the fixed facts, for every agent
+    /// on the chain: the most restrictive judgment (first on a tie).
+    fn judge_at(
+        &self,
+        node: &super::tree::Session,
+        agents: &[Option<String>],
+        ask: &Ask,
+    ) -> Result<Judgment, String> {
+        let mut worst: Option<Judgment> = None;
+        for agent in agents {
+            let policy = self
+                .loader
+                .policy(&node.cwd, agent.as_deref())
+                .map_err(|e| format!("policy for {:?} cannot be compiled: {e}", node.id))?;
+            let judgment = judge(&[&policy.rules, &node.compiled_grants], &ask.facts)
+                .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+            if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
+                worst = Some(judgment);
+            }
+        }
+        worst.ok_or_else(|| "no agent to judge for".into())
+    }
+
+    /// Parks `waiter` until the ask is answered, or returns the answer now.
+    pub fn wait(
+        &self,
+        ask_id: &str,
+        waiter_id: u64,
+        waiter: Waiter,
+    ) -> Result<Option<Arc<Response>>, AuthorityError> {
+        let mut state = lock(&self.state);
+        let ask = state
+            .asks
+            .get_mut(ask_id)
+            .ok_or_else(|| AuthorityError::NotFound(format!("no ask {ask_id:?}")))?;
+        if let Some(response) = &ask.response {
+            return Ok(Some(Arc::clone(response)));
+        }
+        ask.waiters.push((waiter_id, waiter));
+        Ok(None)
+    }
+
+    /// Takes a parked waiter back (its caller was interrupted).
+    pub fn unpark(&self, ask_id: &str, waiter_id: u64) -> Option<Waiter> {
+        let mut state = lock(&self.state);
+        let ask = state.asks.get_mut(ask_id)?;
+        let position = ask.waiters.iter().position(|(id, _)| *id == waiter_id)?;
+        Some(ask.waiters.swap_remove(position).1)
+    }
+
+    pub fn response(&self, ask_id: &str) -> Option<Arc<Response>> {
+        lock(&self.state)
+            .asks
+            .get(ask_id)
+            .and_then(|a| a.response.clone())
+    }
+
+    /// Withdraws a request (its file was unlinked).
+    pub fn withdraw(&self, session: &str, rid: &str) -> Result<(), AuthorityError> {
+        let mut state = lock(&self.state);
+        let key = (session.to_string(), rid.to_string());
+        let ask_id = state
+            .outboxes
+            .remove(&key)
+            .ok_or_else(|| AuthorityError::NotFound(format!("no request {rid:?}")))?;
+        finish(
+            &mut state,
+            &ask_id,
+            Outcome::Cancelled,
+            DecidedBy::Cancelled,
+            None,
+            None,
+        );
+        state.asks.remove(&ask_id);
+        Ok(())
+    }
+
+    /// Asks waiting in `session`'s inbox.
+    pub fn inbox(&self, session: &str) -> Vec<AskId> {
+        let state = lock(&self.state);
+        let mut ids: Vec<AskId> = state
+            .asks
+            .values()
+            .filter(|a| a.response.is_none() && a.pending_at.as_deref() == Some(session))
+            .map(|a| a.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// What a person sees when they `cat` an inbox entry.
+    pub fn describe_pending(&self, session: &str, ask_id: &str) -> Option<Vec<u8>> {
+        let state = lock(&self.state);
+        let ask = state.asks.get(ask_id)?;
+        if ask.pending_at.as_deref() != Some(session) || ask.response.is_some() {
+            return None;
+        }
+        let chain = state
+            .tree
+            .get(&ask.origin)
+            .map(|s| s.principal_chain(&state.tree))
+            .unwrap_or_default();
+        let view = serde_json::json!({
+            "askId": ask.id,
+            "from": ask.origin,
+            "request": ask.rid,
+            "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+            "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
+            "facts": ask.facts.intents,
+            "hops": ask.hops,
+            "suggestedGrants": suggested_grants(ask),
+            "answer": "write one of: allow | allow session | allow subagent | deny | deny <reason>",
+        });
+        let mut bytes = serde_json::to_vec_pretty(&view).ok()?;
+        bytes.push(b'\n');
+        Some(bytes)
+    }
+
+    /// May `uid` decide at `session`?
+    pub fn may_decide(&self, session: &str, uid: u32) -> bool {
+        if uid == 0 || uid == self.owner_uid {
+            return true;
+        }
+        lock(&self.state)
+            .tree
+            .get(session)
+            .is_some_and(|s| s.decider_uids.contains(&uid))
+    }
+
+    /// A live decision written to `session`'s inbox entry `ask_id`.
+    pub fn decide(
+        &self,
+        session: &str,
+        ask_id: &str,
+        uid: u32,
+        text: &str,
+    ) -> Result<(), AuthorityError> {
+        if !self.may_decide(session, uid) {
+            return Err(AuthorityError::PermissionDenied(format!(
+                "uid {uid} may not decide for session {session:?}"
+            )));
+        }
+        let decision = Decision::parse(text).map_err(AuthorityError::Invalid)?;
+        let mut state = lock(&self.state);
+        let ask = state
+            .asks
+            .get(ask_id)
+            .ok_or_else(|| AuthorityError::NotFound(format!("no ask {ask_id:?}")))?;
+        if ask.response.is_some() || ask.pending_at.as_deref() != Some(session) {
+            return Err(AuthorityError::AlreadyDecided(format!(
+                "ask {ask_id:?} is no longer pending here"
+            )));
+        }
+        let by = DecidedBy::User {
+            session: session.to_string(),
+            uid,
+        };
+        match decision {
+            Decision::Deny(reason) => {
+                finish(
+                    &mut state,
+                    ask_id,
+                    Outcome::Deny,
+                    by,
+                    reason,
+                    Some(session.to_string()),
+                );
+            }
+            Decision::Allow => finish(
+                &mut state,
+                ask_id,
+                Outcome::Allow,
+                by,
+                None,
+                Some(session.to_string()),
+            ),
+            Decision::AllowSession | Decision::AllowSubagent => {
+                let grant_at = if decision == Decision::AllowSession {
+                    session.to_string()
+                } else {
+                    ask.origin.clone()
+                };
+                let rules = suggested_grants(ask)
+                    .into_iter()
+                    .flat_map(|(surface, pattern)| grant_rules(&surface, &pattern))
+                    .collect::<Vec<_>>();
+                let from_ask = ask_id.to_string();
+                finish(
+                    &mut state,
+                    ask_id,
+                    Outcome::Allow,
+                    by,
+                    None,
+                    Some(session.to_string()),
+                );
+                self.add_grant(&mut state, &grant_at, rules, from_ask, uid);
+            }
+        }
+        Ok(())
+    }
+
+    fn add_grant(
+        &self,
+        state: &mut State,
+        session: &str,
+        rules: Vec<Rule>,
+        from_ask: String,
+        uid: u32,
+    ) {
+        state.next_id += 1;
+        let id = format!("g{}", state.next_id);
+        let Some(node) = state.tree.get_mut(session) else {
+            return;
+        };
+        node.grants.push(Grant {
+            id,
+            rules,
+            from_ask,
+            granted_by_uid: uid,
+        });
+        recompile_grants(node);
+        self.rewalk_pending_at(state, session);
+    }
+
+    /// Grants at a session, for listing under `grants/`.
+    pub fn grants(&self, session: &str) -> Vec<Grant> {
+        lock(&self.state)
+            .tree
+            .get(session)
+            .map(|s| s.grants.clone())
+            .unwrap_or_default()
+    }
+
+    /// Revokes a grant (its file was removed).
+    pub fn revoke(&self, session: &str, grant_id: &str) -> Result<(), AuthorityError> {
+        let mut state = lock(&self.state);
+        let node = state
+            .tree
+            .get_mut(session)
+            .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+        let before = node.grants.len();
+        node.grants.retain(|g| g.id != grant_id);
+        if node.grants.len() == before {
+            return Err(AuthorityError::NotFound(format!("no grant {grant_id:?}")));
+        }
+        recompile_grants(node);
+        Ok(())
+    }
+
+    /// After a grant, asks waiting at or below `session` are judged again:
+    /// the ones it covers are answered by it.
+    fn rewalk_pending_at(&self, state: &mut State, session: &str) {
+        let pending: Vec<(AskId, String)> = state
+            .asks
+            .values()
+            .filter(|a| a.response.is_none())
+            .filter_map(|a| a.pending_at.clone().map(|p| (a.id.clone(), p)))
+            .filter(|(_, at)| at == session || at.starts_with(&format!("{session}/")))
+            .collect();
+        for (ask_id, at) in pending {
+            let Some(ask) = state.asks.get(&ask_id) else {
+                continue;
+            };
+            let Some(node) = state.tree.get(session) else {
+                continue;
+            };
+            let agents = agents_below(&state.tree, &ask.origin, session);
+            let covered = self
+                .judge_at(node, &agents, ask)
+                .map(|j| (j.state, decided_by_for(&j)))
+                .ok();
+            if let Some((PermissionState::Allow, by)) = covered {
+                let _ = at;
+                finish(
+                    state,
+                    &ask_id,
+                    Outcome::Allow,
+                    by,
+                    None,
+                    Some(session.to_string()),
+                );
+            }
+        }
+    }
+
+    /// Ends asks past their deadline (`timeout`). Returns how many.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut state = lock(&self.state);
+        let expired: Vec<AskId> = state
+            .asks
+            .values()
+            .filter(|a| a.response.is_none() && a.deadline <= now)
+            .map(|a| a.id.clone())
+            .collect();
+        for ask_id in &expired {
+            finish(
+                &mut state,
+                ask_id,
+                Outcome::Timeout,
+                DecidedBy::Timeout,
+                Some("no decision before the forwarding timeout".into()),
+                None,
+            );
+        }
+        expired.len()
+    }
+
+    /// Answers every pending ask `cancelled` (the daemon is stopping).
+    pub fn cancel_all(&self) {
+        let mut state = lock(&self.state);
+        let pending: Vec<AskId> = state
+            .asks
+            .values()
+            .filter(|a| a.response.is_none())
+            .map(|a| a.id.clone())
+            .collect();
+        for ask_id in pending {
+            finish(
+                &mut state,
+                &ask_id,
+                Outcome::Cancelled,
+                DecidedBy::Cancelled,
+                Some("permfs is shutting down".into()),
+                None,
+            );
+        }
+    }
+
+    /// Parked waiters, for the interrupt watcher: (ask, waiter id).
+    pub fn parked(&self) -> Vec<(AskId, u64)> {
+        let state = lock(&self.state);
+        state
+            .asks
+            .values()
+            .flat_map(|a| a.waiters.iter().map(move |(w, _)| (a.id.clone(), *w)))
+            .collect()
+    }
+
+    /// The principal chain and effective policy of a session, for
+    /// `session.json` and `rules.json`.
+    pub fn session_view(&self, id: &str) -> Option<serde_json::Value> {
+        let state = lock(&self.state);
+        let session = state.tree.get(id)?;
+        let chain = session.principal_chain(&state.tree);
+        Some(serde_json::json!({
+            "id": session.id,
+            "parent": session.parent,
+            "agent": session.agent,
+            "cwd": session.cwd,
+            "interactive": session.interactive,
+            "depth": session.depth,
+            "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
+            "deciderUids": session.decider_uids,
+        }))
+    }
+
+    pub fn rules_view(&self, id: &str) -> Option<serde_json::Value> {
+        let (cwd, agent, grants) = {
+            let state = lock(&self.state);
+            let session = state.tree.get(id)?;
+            (
+                session.cwd.clone(),
+                session.agent.clone(),
+                session.grants.clone(),
+            )
+        };
+        let policy = self.loader.policy(&cwd, agent.as_deref());
+        Some(match policy {
+            Ok(policy) => serde_json::json!({
+                "rules": policy.rules.rules(),
+                "grants": grants,
+                "issues": policy.issues,
+                "failedClosed": policy.failed_closed,
+                "sources": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+                "authorizerChain": policy.settings.authorizer_chain,
+                "yoloMode": policy.settings.yolo,
+                "forwardingTimeoutMs": policy.settings.forwarding_timeout_ms,
+            }),
+            Err(error) => serde_json::json!({"error": error.to_string(), "failedClosed": true}),
+        })
+    }
+}
+
+fn recompile_grants(node: &mut super::tree::Session) {
+    let rules: Vec<Rule> = node
+        .grants
+        .iter()
+        .flat_map(|g| g.rules.iter().cloned())
+        .collect();
+    match CompiledRules::compile(rules, &home_dir()) {
+        Ok(compiled) => node.compiled_grants = Arc::new(compiled),
+        Err(error) => {
+            tracing::error!(session = %node.id, %error, "grant rules do not compile; keeping the previous set")
+        }
+    }
+}
+
+/// The agents a node judges for: the origin's, then each relaying
+/// session's strictly below `node` (deduplicated, origin first).
+fn agents_below(tree: &SessionTree, origin: &str, node: &str) -> Vec<Option<String>> {
+    let mut agents: Vec<Option<String>> = Vec::new();
+    let mut cursor = tree.get(origin);
+    while let Some(session) = cursor {
+        if session.id == node && !agents.is_empty() {
+            break;
+        }
+        if !agents.contains(&session.agent) {
+            agents.push(session.agent.clone());
+        }
+        if session.id == node {
+            break;
+        }
+        cursor = session.parent.as_ref().and_then(|p| tree.get(p));
+    }
+    agents
+}
+
+fn decided_by_for(judgment: &Judgment) -> DecidedBy {
+    if let Some(why) = &judgment.unjudgeable {
+        return DecidedBy::Escalated {
+            reason: why.clone(),
+        };
+    }
+    match judgment.deciding_check() {
+        Some(check) if check.layer == RuleLayer::Session => DecidedBy::SessionApproval {
+            surface: check.rule_surface.clone(),
+            pattern: check.matched_pattern.clone(),
+        },
+        Some(check) if check.origin == Origin::Yolo => DecidedBy::Yolo {
+            pattern: check.matched_pattern.clone(),
+        },
+        Some(check) => DecidedBy::Rule {
+            surface: check.surface.clone(),
+            pattern: check.matched_pattern.clone(),
+            origin: check.origin,
+        },
+        None => DecidedBy::Escalated {
+            reason: "no surface to judge".into(),
+        },
+    }
+}
+
+/// (surface, pattern) pairs an `allow session` answer records: the
+/// asker's own suggestions when it gave some, else one per fact surface
+/// that is not already allowed, derived as the reference derives them.
+fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
+    let suggested = ask
+        .request
+        .as_ref()
+        .map(|r| r.suggested_patterns.clone())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for intent in &ask.facts.intents {
+        if !suggested.is_empty() {
+            out.extend(
+                suggested
+                    .iter()
+                    .map(|p| (intent.surface.clone(), p.clone())),
+            );
+            continue;
+        }
+        let value = intent
+            .match_values
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "*".into());
+        let pattern = if is_path_surface(&intent.surface) && value != "*" {
+            approval_pattern_for_path(&value)
+        } else {
+            value
+        };
+        out.push((intent.surface.clone(), pattern));
+    }
+    out
+}
+
+/// The reference's `deriveApprovalPattern`: the parent directory's glob.
+fn approval_pattern_for_path(path: &str) -> String {
+    if path.ends_with('/') {
+        return format!("{path}*");
+    }
+    match path.rsplit_once('/') {
+        Some(("", _)) => "/*".into(),
+        Some((dir, _)) => format!("{dir}/*"),
+        None => "*".into(),
+    }
+}
+
+/// A grant on a bare family records both directions.
+fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
+    let surfaces: Vec<&str> = match directions_of(surface) {
+        Some(directions) => directions.to_vec(),
+        None => vec![surface],
+    };
+    surfaces
+        .into_iter()
+        .map(|s| {
+            Rule::new(s, pattern, PermissionState::Allow, Origin::Session)
+                .with_layer(RuleLayer::Session)
+        })
+        .collect()
+}
+
+/// Records the answer and wakes every parked waiter.
+fn finish(
+    state: &mut State,
+    ask_id: &str,
+    outcome: Outcome,
+    decided_by: DecidedBy,
+    reason: Option<String>,
+    responder: Option<String>,
+) {
+    let Some(ask) = state.asks.get_mut(ask_id) else {
+        return;
+    };
+    if ask.response.is_some() {
+        return;
+    }
+    let approved = outcome == Outcome::Allow;
+    let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
+    let response = Arc::new(Response {
+        ask_id: ask.id.clone(),
+        approved,
+        state: match (approved, for_session, reason.is_some()) {
+            (true, true, _) => "approved_for_session",
+            (true, false, _) => "approved",
+            (false, _, true) => "denied_with_reason",
+            (false, _, false) => "denied",
+        },
+        denial_reason: if approved { None } else { reason },
+        responder_session_id: responder,
+        responded_at: now_ms(),
+        decided_by,
+        outcome,
+        facts: ask.facts.intents.clone(),
+        hops: ask.hops.clone(),
+    });
+    ask.response = Some(Arc::clone(&response));
+    ask.pending_at = None;
+    let latency = ask.created.elapsed();
+    tracing::info!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
+    for (_, waiter) in ask.waiters.drain(..) {
+        waiter(Arc::clone(&response));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::layers::PolicySources;
+    use std::io::Write;
+
+    fn authority(global: &str) -> (Authority, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.json");
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(global.as_bytes()))
+            .expect("config written");
+        let loader = PolicyLoader::new(PolicySources {
+            global: Some(path),
+            ..Default::default()
+        })
+        .expect("loader");
+        (Authority::new(Arc::new(loader), 1000), dir)
+    }
+
+    #[test]
+    fn an_ask_climbs_to_the_interactive_root_and_a_decision_answers_it() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        authority
+            .add_root(
+                "main",
+                SpawnSpec {
+                    interactive: true,
+                    ..Default::default()
+                },
+                &cwd,
+            )
+            .expect("root");
+        let child = authority
+            .spawn("main", "worker", SpawnSpec::default())
+            .expect("child");
+        let allowed = authority
+            .submit(&child, "r1", br#"{"surface":"bash","value":"ls"}"#)
+            .expect("ok");
+        assert_eq!(
+            authority.response(&allowed).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+
+        let pending = authority
+            .submit(&child, "r2", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        assert!(authority.response(&pending).is_none());
+        assert_eq!(authority.inbox("main"), vec![pending.clone()]);
+        assert!(authority.inbox(&child).is_empty());
+        assert!(matches!(
+            authority.decide("main", &pending, 4242, "allow"),
+            Err(AuthorityError::PermissionDenied(_))
+        ));
+        assert!(matches!(
+            authority.decide("main", &pending, 0, "maybe"),
+            Err(AuthorityError::Invalid(_))
+        ));
+        authority
+            .decide("main", &pending, 0, "deny not now")
+            .expect("decided");
+        let response = authority.response(&pending).expect("answered");
+        assert_eq!(response.state, "denied_with_reason");
+        assert_eq!(response.hops.len(), 2);
+        assert!(matches!(
+            authority.decide("main", &pending, 0, "allow"),
+            Err(AuthorityError::AlreadyDecided(_))
+        ));
+    }
+
+    #[test]
+    fn a_headless_root_denies_with_no_decider() {
+        let (authority, dir) = authority(r#"{}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        authority
+            .add_root("main", SpawnSpec::default(), &cwd)
+            .expect("root");
+        let ask = authority
+            .submit("main", "r", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        let response = authority.response(&ask).expect("answered");
+        assert_eq!(response.outcome, Outcome::NoDecider);
+        assert!(!response.approved);
+    }
+
+    #[test]
+    fn allow_session_grants_cover_later_asks() {
+        let (authority, dir) = authority(r#"{}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        authority
+            .add_root(
+                "main",
+                SpawnSpec {
+                    interactive: true,
+                    ..Default::default()
+                },
+                &cwd,
+            )
+            .expect("root");
+        let child = authority
+            .spawn("main", "c", SpawnSpec::default())
+            .expect("child");
+        let first = authority
+            .submit(&child, "a", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        let second = authority
+            .submit(&child, "b", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        authority
+            .decide("main", &first, 0, "allow session")
+            .expect("decided");
+        let covered = authority.response(&second).expect("covered by the grant");
+        assert!(matches!(
+            covered.decided_by,
+            DecidedBy::SessionApproval { .. }
+        ));
+        let third = authority
+            .submit(&child, "c", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        assert_eq!(
+            authority.response(&third).map(|r| r.state),
+            Some("approved_for_session")
+        );
+        let grant = authority.grants("main")[0].id.clone();
+        authority.revoke("main", &grant).expect("revoked");
+        let fourth = authority
+            .submit(&child, "d", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        assert!(authority.response(&fourth).is_none());
+    }
+
+    #[test]
+    fn invalid_requests_get_an_error_and_a_response() {
+        let (authority, dir) = authority(r#"{}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        authority
+            .add_root("main", SpawnSpec::default(), &cwd)
+            .expect("root");
+        let error = authority
+            .submit("main", "r", b"{not json")
+            .expect_err("invalid");
+        assert!(matches!(error, AuthorityError::Invalid(_)));
+        let ask = authority.ask_for("main", "r").expect("recorded");
+        assert_eq!(
+            authority.response(&ask).map(|r| r.outcome),
+            Some(Outcome::Invalid)
+        );
+        assert!(matches!(
+            authority.submit("main", "r", b"{}"),
+            Err(AuthorityError::Exists(_))
+        ));
+    }
+}

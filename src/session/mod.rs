@@ -1,0 +1,9 @@
+//! The session tree and the decision walk. Knows nothing of FUSE: the
+//! mount is a thin adapter over [`authority::Authority`].
+
+pub mod ask;
+pub mod authority;
+pub mod tree;
+
+pub use authority::{Authority, AuthorityError, Decision};
+pub use tree::{SessionTree, SpawnSpec};

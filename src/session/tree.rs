@@ -1,0 +1,195 @@
+//! The session tree: who may ask whom.
+//!
+//! A session's identity (agent, cwd, interactivity, deciders) is fixed by
+//! whoever spawned it and never by the session itself: the principal is
+//! where a request was written, not what it claims.
+
+use crate::policy::{CompiledRules, Rule};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub type SessionId = String;
+
+/// A grant recorded at a session: a rule with the last word on its surface.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    pub id: String,
+    pub rules: Vec<Rule>,
+    /// The ask whose answer created it.
+    pub from_ask: String,
+    pub granted_by_uid: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: SessionId,
+    pub parent: Option<SessionId>,
+    pub agent: Option<String>,
+    pub cwd: String,
+    pub interactive: bool,
+    pub depth: usize,
+    /// Uids besides root and the mount owner that may decide here.
+    pub decider_uids: Vec<u32>,
+    pub children: BTreeMap<String, SessionId>,
+    pub grants: Vec<Grant>,
+    /// The grants compiled as one rule list (rebuilt when they change).
+    pub compiled_grants: Arc<CompiledRules>,
+}
+
+/// Attributes a spawner gives a child.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpawnSpec {
+    pub agent: Option<String>,
+    pub cwd: Option<String>,
+    pub interactive: bool,
+    pub decider_uids: Vec<u32>,
+}
+
+impl Session {
+    /// `[(session, agent)]` from the root down to this session.
+    pub fn principal_chain(&self, tree: &SessionTree) -> Vec<(SessionId, Option<String>)> {
+        let mut chain = Vec::new();
+        let mut cursor = Some(self);
+        while let Some(session) = cursor {
+            chain.push((session.id.clone(), session.agent.clone()));
+            cursor = session.parent.as_ref().and_then(|p| tree.get(p));
+        }
+        chain.reverse();
+        chain
+    }
+}
+
+/// Valid session, request and grant names: what may become a file name.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.chars().any(char::is_control)
+}
+
+#[derive(Debug, Default)]
+pub struct SessionTree {
+    sessions: BTreeMap<SessionId, Session>,
+    roots: Vec<SessionId>,
+}
+
+impl SessionTree {
+    pub fn get(&self, id: &str) -> Option<&Session> {
+        self.sessions.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Session> {
+        self.sessions.get_mut(id)
+    }
+
+    pub fn roots(&self) -> &[SessionId] {
+        &self.roots
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    fn empty_grants() -> Arc<CompiledRules> {
+        // An empty rule list always compiles.
+        Arc::new(
+            CompiledRules::compile(Vec::new(), "")
+                .unwrap_or_else(|_| unreachable!("empty rule list")),
+        )
+    }
+
+    pub fn add_root(
+        &mut self,
+        name: &str,
+        spec: SpawnSpec,
+        default_cwd: &str,
+    ) -> Result<SessionId, String> {
+        if !is_valid_name(name) {
+            return Err(format!("{name:?} is not a valid session name"));
+        }
+        if self.roots.iter().any(|r| r == name) {
+            return Err(format!("root session {name:?} exists"));
+        }
+        let id = name.to_string();
+        self.sessions.insert(
+            id.clone(),
+            Session {
+                id: id.clone(),
+                parent: None,
+                agent: spec.agent,
+                cwd: spec.cwd.unwrap_or_else(|| default_cwd.to_string()),
+                interactive: spec.interactive,
+                depth: 0,
+                decider_uids: spec.decider_uids,
+                children: BTreeMap::new(),
+                grants: Vec::new(),
+                compiled_grants: Self::empty_grants(),
+            },
+        );
+        self.roots.push(id.clone());
+        Ok(id)
+    }
+
+    /// Spawns `name` under `parent`; unspecified attributes are inherited
+    /// (agent and cwd), and a child is non-interactive unless told.
+    pub fn spawn(
+        &mut self,
+        parent: &str,
+        name: &str,
+        spec: SpawnSpec,
+    ) -> Result<SessionId, String> {
+        if !is_valid_name(name) {
+            return Err(format!("{name:?} is not a valid session name"));
+        }
+        let parent_session = self
+            .sessions
+            .get(parent)
+            .ok_or_else(|| format!("no session {parent:?}"))?;
+        if parent_session.children.contains_key(name) {
+            return Err(format!("session {parent:?} already has a child {name:?}"));
+        }
+        let id = format!("{parent}/{name}");
+        let child = Session {
+            id: id.clone(),
+            parent: Some(parent.to_string()),
+            agent: spec.agent.or_else(|| parent_session.agent.clone()),
+            cwd: spec.cwd.unwrap_or_else(|| parent_session.cwd.clone()),
+            interactive: spec.interactive,
+            depth: parent_session.depth + 1,
+            decider_uids: spec.decider_uids,
+            children: BTreeMap::new(),
+            grants: Vec::new(),
+            compiled_grants: Self::empty_grants(),
+        };
+        self.sessions.insert(id.clone(), child);
+        if let Some(parent_session) = self.sessions.get_mut(parent) {
+            parent_session.children.insert(name.to_string(), id.clone());
+        }
+        Ok(id)
+    }
+
+    /// Removes a session and its descendants; returns every removed id.
+    pub fn remove(&mut self, id: &str) -> Vec<SessionId> {
+        let mut removed = Vec::new();
+        let mut stack = vec![id.to_string()];
+        while let Some(current) = stack.pop() {
+            if let Some(session) = self.sessions.remove(&current) {
+                stack.extend(session.children.values().cloned());
+                removed.push(current);
+                if let Some(parent) = session.parent.and_then(|p| self.sessions.get_mut(&p)) {
+                    parent.children.retain(|_, child| child != id);
+                }
+            }
+        }
+        self.roots.retain(|r| r != id);
+        removed
+    }
+}
