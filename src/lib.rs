@@ -11,5 +11,6 @@
 pub mod cli;
 pub mod engine;
 pub mod facts;
+pub mod mount;
 pub mod policy;
 pub mod session;

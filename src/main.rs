@@ -15,6 +15,7 @@ fn main() {
     let code = match cli.command {
         Command::Resolve(args) => permfs::cli::resolve::run(args),
         Command::CheckConfig(args) => permfs::cli::check_config::run(args),
+        Command::Mount(args) => permfs::cli::mount::run(args),
     };
     std::process::exit(code);
 }

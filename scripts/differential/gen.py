@@ -75,7 +75,7 @@ PATH_PATTERNS = [
     "../*", "*/.git/*", ".git/*", "*secret*", "config/?.json", "src/[a]*", "{a,b}.txt",
     "{etc}/*", "{etc}/passwd", "/tmp/*", "*.md", "docs *", "*/", "{root}/*", "*.rs",
     "{cwd}/dangling*", "{cwd}/loop/*", "link-src/*", "out-link/*", "@src/*", "**/.env",
-    "~/x/*", "~/.ssh/*", "$HOME/*", "~", "$HOME", "~/*",
+    "~/x/*", "~/.ssh/*", "$HOME/*", "~", "$HOME", "~/*", "${HOME}/x/*",
 ]
 
 PATH_VALUES = [
@@ -89,7 +89,7 @@ PATH_VALUES = [
     "@src/main.rs", "'src/a b.txt'", "\"docs/my file.md\"", "src/a b.txt", "docs extra",
     "docs", "{a,b}.txt", "a.txt", "src/[a].rs", "src/a.rs", "*", "secret-notes.txt",
     "  src/main.rs  ", "src/a'", ".git/config", "sub/.git/HEAD", "src/.env",
-    "~/x/notes.txt", "~/.ssh/id_rsa", "~", "$HOME/x/y", "~/x", "~user/x",
+    "~/x/notes.txt", "~/.ssh/id_rsa", "~", "$HOME/x/y", "~/x", "~user/x", "${HOME}/x/y",
 ]
 RARE_PATH_VALUES = ["", "   ", "src/a\nb"]
 
@@ -148,7 +148,7 @@ class Gen:
             "abs": f"{root}/srv/app" if fixture else "/srv/app",
             "etc": f"{root}/etc" if fixture else "/etc",
         }
-        ok = (lambda x: True) if allow_home else (lambda x: "~" not in x and "$HOME" not in x)
+        ok = (lambda x: True) if allow_home else (lambda x: "~" not in x and "HOME" not in x)
         self.bash_patterns = [p for p in BASH_PATTERNS if ok(p)]
         self.bash_values = [v for v in BASH_VALUES if ok(v)]
         self.path_patterns = [p for p in PATH_PATTERNS if ok(p)]

@@ -85,17 +85,24 @@ def write_layers(sc, d):
     return args
 
 
-def query_line(q):
-    o = {"surface": q["surface"], "value": q["value"]}
+INPUTLESS = ("mcp", "task", gen.EXT_TOOL)
+
+
+def query_line(q, tool_form=False):
+    if tool_form and q["surface"] in INPUTLESS:
+        # exactly what the oracle evaluates: the tool with an empty input
+        o = {"tool": q["surface"], "input": {}}
+    else:
+        o = {"surface": q["surface"], "value": q["value"]}
     if q.get("agent") is not None:
         o["agent"] = q["agent"]
     return json.dumps(o, ensure_ascii=False)
 
 
-def run_permfs(permfs, sc, d, timeout):
+def run_permfs(permfs, sc, d, timeout, tool_form=False):
     """Returns (list of parsed answers or None per query, error string or None, command)."""
     cmd = [permfs, "resolve"] + write_layers(sc, d)
-    stdin = "".join(query_line(q) + "\n" for q in sc["queries"])
+    stdin = "".join(query_line(q, tool_form) + "\n" for q in sc["queries"])
     try:
         proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -135,7 +142,7 @@ def tags_for(sc, q):
     if q["surface"] in gen.PATH_SURFACES:
         if any(x in v for x in ("link-src", "out-link", "dangling", "readme-link", "loop")):
             t.append("symlink")
-        if v.strip().startswith(("~", "$HOME")):
+        if v.strip().startswith(("~", "$HOME", "${HOME}")):
             t.append("home")
         if ".." in v:
             t.append("dotdot")
@@ -188,6 +195,16 @@ def fmt(x):
     return json.dumps(x, ensure_ascii=False)
 
 
+def brief(p):
+    """The compared fields of a permfs answer (plus its issues, if any) for the console."""
+    if not isinstance(p, dict):
+        return p
+    out = {k: p.get(k) for k in FIELDS}
+    if p.get("issues"):
+        out["issues"] = p["issues"]
+    return out
+
+
 def oracle_stats(scenarios, answers):
     c = collections.Counter()
     kinds = collections.Counter()
@@ -225,6 +242,9 @@ def main(argv=None):
                     help="do not run permfs; print the oracle's answer distribution")
     ap.add_argument("--show", type=int, default=20, help="disagreements printed in full")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--tool-form", action="store_true",
+                    help="send mcp/task/extension-tool queries as {\"tool\": S, \"input\": {}} "
+                         "(the oracle's exact input) instead of surface+value")
     a = ap.parse_args(argv)
 
     if a.scenarios:
@@ -257,7 +277,7 @@ def main(argv=None):
     for i in indices:
         sc, oa = scenarios[i], answers[i]["results"]
         d = os.path.join(base, f"s{i:04d}")
-        pa, err, cmd = run_permfs(a.permfs, sc, d, a.timeout)
+        pa, err, cmd = run_permfs(a.permfs, sc, d, a.timeout, a.tool_form)
         if err:
             errors.append({"scenario": i, "error": err, "command": cmd})
         for j, (q, o, p) in enumerate(zip(sc["queries"], oa, pa)):
@@ -283,7 +303,8 @@ def main(argv=None):
         shutil.rmtree(base, ignore_errors=True)
 
     # ---- report
-    print(f"permfs differential: seed {a.seed}, {len(indices)} scenarios, {total} queries")
+    src = f"scenarios {a.scenarios}" if a.scenarios else f"seed {a.seed}"
+    print(f"permfs differential: {src}, {len(indices)} scenarios, {total} queries")
     print(f"  permfs: {a.permfs}\n  oracle: {a.oracle_dir}")
     if a.keep:
         print(f"  scenario dirs kept under {base}")
@@ -315,7 +336,7 @@ def main(argv=None):
               f"[{d['category']}] tags={d['tags']}")
         print(f"    query:  {fmt(d['q'])}  cwd={d['cwd']}")
         print(f"    oracle: {fmt(d['oracle'])}")
-        print(f"    permfs: {fmt(d['permfs'])}")
+        print(f"    permfs: {fmt(brief(d['permfs']))}")
 
     involved = sorted({d["scenario"] for d in disagreements} | {e["scenario"] for e in errors})
     report = {

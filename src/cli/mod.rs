@@ -1,6 +1,7 @@
 //! The `permfs` command line: thin wrappers over the library.
 
 pub mod check_config;
+pub mod mount;
 pub mod resolve;
 
 use clap::{Parser, Subcommand};
@@ -22,4 +23,6 @@ pub enum Command {
     Resolve(resolve::ResolveArgs),
     /// Validate config files and agent files; print the rules they compose to.
     CheckConfig(check_config::CheckConfigArgs),
+    /// Mount the permission authority at MOUNTPOINT (foreground).
+    Mount(mount::MountArgs),
 }

@@ -1,6 +1,8 @@
 //! Pure string operations on POSIX paths: home expansion and lexical
-//! normalization, with the semantics of Node's `path` module so patterns and
-//! values expand exactly as the reference expands them.
+//! normalization, with the semantics of Node's `path` module. Home
+//! expansion follows the reference for `~` and `$HOME` and, as permfs's
+//! engine issue asks, also expands `${HOME}` (the reference leaves that
+//! spelling literal).
 
 use std::path::PathBuf;
 
@@ -142,12 +144,20 @@ pub fn canonicalize_lenient(absolute: &str) -> String {
     let mut existing = PathBuf::from(absolute);
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut out = real;
-            for part in tail.iter().rev() {
-                out.push(part);
+        match std::fs::canonicalize(&existing) {
+            Ok(real) => {
+                let mut out = real;
+                for part in tail.iter().rev() {
+                    out.push(part);
+                }
+                return out.to_string_lossy().into_owned();
             }
-            return out.to_string_lossy().into_owned();
+            // Only a missing component means "try the parent"; a loop or a
+            // permission error keeps the lexical path, as the reference does.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(_) => return absolute.to_string(),
         }
         match (existing.file_name(), existing.parent()) {
             (Some(name), Some(parent)) => {

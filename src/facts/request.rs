@@ -264,6 +264,9 @@ impl Requester {
     pub fn intent(&self, surface: &str, value: &str) -> AccessIntent {
         if is_path_surface(surface) {
             self.path_intent(surface, &AccessPath::for_path(value, &self.cwd, &self.home))
+        } else if surface == "mcp" && value != "mcp" {
+            // As for a tool call, the bare `mcp` target is the last candidate.
+            self.plain_intent(surface, vec![value.to_string(), "mcp".to_string()])
         } else {
             self.plain_intent(surface, vec![value.to_string()])
         }

@@ -131,9 +131,19 @@ pub struct LayerSet<'a> {
 /// never leaves an `allow` that no person approved).
 pub fn compose_rules(set: &LayerSet<'_>) -> Vec<Rule> {
     let merged = merge_layers(&set.layers);
+    // Only a bare state sets the universal fallback. A map under `*` is
+    // ignored as the reference ignores it, but, as there, the layer that
+    // wrote its `*` pattern is still credited as the fallback's origin.
     let (universal, universal_origin) = match merged.get("*") {
         Some(MergedSurface::State(state, origin)) => (*state, *origin),
-        _ => (PermissionState::Ask, Origin::Builtin),
+        Some(MergedSurface::Patterns(patterns)) => (
+            PermissionState::Ask,
+            patterns
+                .get("*")
+                .map(|(_, origin)| *origin)
+                .unwrap_or(Origin::Builtin),
+        ),
+        None => (PermissionState::Ask, Origin::Builtin),
     };
     let mut config_rules = Vec::new();
     for (surface, value) in merged.iter().filter(|(surface, _)| surface.as_str() != "*") {

@@ -1,0 +1,36 @@
+//! `permfs mount`: the daemon.
+
+use crate::mount::{run as run_mount, MountOptions};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Where to mount (an existing empty directory).
+    pub mountpoint: PathBuf,
+    /// The global config (default: config/permfs.json when it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Directory of `<agent>.md` files.
+    #[arg(long)]
+    pub agents_dir: Option<PathBuf>,
+    /// Where the daemon keeps its state (audit log; reserved).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// FUSE worker threads (blocked readers use none).
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+}
+
+pub fn run(args: MountArgs) -> i32 {
+    let default_config = PathBuf::from("config/permfs.json");
+    let config = args
+        .config
+        .or_else(|| default_config.is_file().then_some(default_config));
+    run_mount(MountOptions {
+        mountpoint: args.mountpoint,
+        config,
+        agents_dir: args.agents_dir,
+        threads: args.threads,
+    })
+}

@@ -1,0 +1,754 @@
+//! The FUSE adapter: file operations translated into [`Authority`] calls.
+//!
+//! A blocked read of a response parks its `ReplyData` in a slot that the
+//! answer (or the interrupt watcher) takes, so no thread waits per asker.
+
+use super::nodes::{Inodes, Node};
+use crate::session::ask::Response;
+use crate::session::{Authority, AuthorityError, SpawnSpec};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, PollEvents, PollFlags, PollNotifier, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyPoll, ReplyWrite, Request, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+const TTL: Duration = Duration::ZERO;
+pub const README_TEXT: &str = include_str!("README.mount.txt");
+
+/// A parked reader: whoever takes the reply first answers it.
+pub type ReplySlot = Arc<Mutex<Option<ReplyData>>>;
+
+/// Parked readers, for the interrupt watcher: waiter id → (ask, pid, slot).
+pub type Parked = Arc<Mutex<HashMap<u64, (String, u32, ReplySlot)>>>;
+
+/// A request file being written.
+#[derive(Debug)]
+struct Draft {
+    session: String,
+    rid: String,
+    data: Vec<u8>,
+    submitted: bool,
+}
+
+pub struct PermFs {
+    authority: Arc<Authority>,
+    inodes: Inodes,
+    uid: u32,
+    gid: u32,
+    started: SystemTime,
+    next_fh: AtomicU64,
+    drafts: Mutex<HashMap<u64, Draft>>,
+    /// Open response handles opened with O_NONBLOCK.
+    nonblocking: Mutex<HashMap<u64, bool>>,
+    pub parked: Parked,
+    next_waiter: AtomicU64,
+}
+
+fn errno(error: &AuthorityError) -> Errno {
+    match error {
+        AuthorityError::NotFound(_) => Errno::ENOENT,
+        AuthorityError::Exists(_) => Errno::EEXIST,
+        AuthorityError::Invalid(_) => Errno::EINVAL,
+        AuthorityError::PermissionDenied(_) => Errno::EACCES,
+        AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
+    }
+}
+
+fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
+    let start = (offset as usize).min(content.len());
+    let end = start.saturating_add(size as usize).min(content.len());
+    &content[start..end]
+}
+
+impl PermFs {
+    pub fn new(authority: Arc<Authority>) -> Self {
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Self {
+            authority,
+            inodes: Inodes::default(),
+            uid,
+            gid,
+            started: SystemTime::now(),
+            next_fh: AtomicU64::new(1),
+            drafts: Mutex::new(HashMap::new()),
+            nonblocking: Mutex::new(HashMap::new()),
+            parked: Arc::new(Mutex::new(HashMap::new())),
+            next_waiter: AtomicU64::new(1),
+        }
+    }
+
+    fn session_exists(&self, id: &str) -> bool {
+        self.authority.with_tree(|t| t.get(id).is_some())
+    }
+
+    /// Does this node still exist?
+    fn exists(&self, node: &Node) -> bool {
+        match node {
+            Node::Root | Node::Readme | Node::SessionsDir => true,
+            Node::SessionDir(s)
+            | Node::SessionJson(s)
+            | Node::RulesJson(s)
+            | Node::Ctl(s)
+            | Node::OutboxDir(s)
+            | Node::InboxDir(s)
+            | Node::GrantsDir(s)
+            | Node::ChildrenDir(s) => self.session_exists(s),
+            Node::Request(s, r) | Node::Response(s, r) => {
+                self.authority.outbox_contains(s, r) || self.draft_exists(s, r)
+            }
+            Node::InboxItem(s, a) => self.authority.inbox(s).contains(a),
+            Node::Grant(s, g) => self.authority.grants(s).iter().any(|x| &x.id == g),
+        }
+    }
+
+    fn draft_exists(&self, session: &str, rid: &str) -> bool {
+        self.drafts
+            .lock()
+            .map(|d| d.values().any(|x| x.session == session && x.rid == rid))
+            .unwrap_or(false)
+    }
+
+    fn content(&self, node: &Node) -> Option<Vec<u8>> {
+        let json = |v: serde_json::Value| {
+            let mut bytes = serde_json::to_vec_pretty(&v).unwrap_or_default();
+            bytes.push(b'\n');
+            bytes
+        };
+        match node {
+            Node::Readme => Some(README_TEXT.as_bytes().to_vec()),
+            Node::SessionJson(s) => self.authority.session_view(s).map(json),
+            Node::RulesJson(s) => self.authority.rules_view(s).map(json),
+            Node::InboxItem(s, a) => self.authority.describe_pending(s, a),
+            Node::Grant(s, g) => self
+                .authority
+                .grants(s)
+                .into_iter()
+                .find(|x| &x.id == g)
+                .and_then(|grant| serde_json::to_value(grant).ok())
+                .map(json),
+            Node::Response(s, r) => self
+                .authority
+                .ask_for(s, r)
+                .and_then(|a| self.authority.response(&a))
+                .map(|resp| resp.to_json()),
+            _ => None,
+        }
+    }
+
+    fn attr(&self, node: &Node) -> FileAttr {
+        let ino = self.inodes.ino(node);
+        let (kind, perm) = match node {
+            Node::OutboxDir(_) | Node::InboxDir(_) | Node::ChildrenDir(_) | Node::GrantsDir(_) => {
+                (FileType::Directory, 0o777)
+            }
+            n if n.is_dir() => (FileType::Directory, 0o755),
+            Node::Ctl(_) => (FileType::RegularFile, 0o222),
+            Node::Request(..) => (FileType::RegularFile, 0o666),
+            Node::InboxItem(..) => (FileType::RegularFile, 0o666),
+            Node::Grant(..) => (FileType::RegularFile, 0o644),
+            _ => (FileType::RegularFile, 0o444),
+        };
+        let size = match node {
+            Node::Readme | Node::SessionJson(_) => {
+                self.content(node).map(|c| c.len() as u64).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: 0,
+            atime: self.started,
+            mtime: self.started,
+            ctime: self.started,
+            crtime: self.started,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            flags: 0,
+            blksize: 4096,
+        }
+    }
+
+    fn child(&self, parent: &Node, name: &str) -> Option<Node> {
+        let node = match parent {
+            Node::Root => match name {
+                "README" => Node::Readme,
+                "sessions" => Node::SessionsDir,
+                _ => return None,
+            },
+            Node::SessionsDir => Node::SessionDir(name.to_string()),
+            Node::SessionDir(s) => match name {
+                "session.json" => Node::SessionJson(s.clone()),
+                "rules.json" => Node::RulesJson(s.clone()),
+                "ctl" => Node::Ctl(s.clone()),
+                "outbox" => Node::OutboxDir(s.clone()),
+                "inbox" => Node::InboxDir(s.clone()),
+                "grants" => Node::GrantsDir(s.clone()),
+                "children" => Node::ChildrenDir(s.clone()),
+                _ => return None,
+            },
+            Node::ChildrenDir(s) => Node::SessionDir(format!("{s}/{name}")),
+            Node::OutboxDir(s) => {
+                if let Some(rid) = name.strip_suffix(".request") {
+                    Node::Request(s.clone(), rid.to_string())
+                } else if let Some(rid) = name.strip_suffix(".response") {
+                    Node::Response(s.clone(), rid.to_string())
+                } else {
+                    return None;
+                }
+            }
+            Node::InboxDir(s) => Node::InboxItem(s.clone(), name.to_string()),
+            Node::GrantsDir(s) => Node::Grant(s.clone(), name.to_string()),
+            _ => return None,
+        };
+        if let Node::SessionDir(id) = &node {
+            // Only roots live directly under sessions/.
+            let is_root = self
+                .authority
+                .with_tree(|t| t.roots().iter().any(|r| r == id));
+            if matches!(parent, Node::SessionsDir) && !is_root {
+                return None;
+            }
+        }
+        self.exists(&node).then_some(node)
+    }
+
+    fn entries(&self, node: &Node) -> Vec<(String, Node)> {
+        let named =
+            |names: Vec<(&str, Node)>| names.into_iter().map(|(n, x)| (n.to_string(), x)).collect();
+        match node {
+            Node::Root => named(vec![
+                ("README", Node::Readme),
+                ("sessions", Node::SessionsDir),
+            ]),
+            Node::SessionsDir => self
+                .authority
+                .with_tree(|t| t.roots().to_vec())
+                .into_iter()
+                .map(|r| (r.clone(), Node::SessionDir(r)))
+                .collect(),
+            Node::SessionDir(s) => named(vec![
+                ("session.json", Node::SessionJson(s.clone())),
+                ("rules.json", Node::RulesJson(s.clone())),
+                ("ctl", Node::Ctl(s.clone())),
+                ("outbox", Node::OutboxDir(s.clone())),
+                ("inbox", Node::InboxDir(s.clone())),
+                ("grants", Node::GrantsDir(s.clone())),
+                ("children", Node::ChildrenDir(s.clone())),
+            ]),
+            Node::ChildrenDir(s) => self
+                .authority
+                .with_tree(|t| t.get(s).map(|x| x.children.clone()).unwrap_or_default())
+                .into_iter()
+                .map(|(name, id)| (name, Node::SessionDir(id)))
+                .collect(),
+            Node::OutboxDir(s) => self
+                .authority
+                .outbox(s)
+                .into_iter()
+                .flat_map(|rid| {
+                    [
+                        (
+                            format!("{rid}.request"),
+                            Node::Request(s.clone(), rid.clone()),
+                        ),
+                        (format!("{rid}.response"), Node::Response(s.clone(), rid)),
+                    ]
+                })
+                .collect(),
+            Node::InboxDir(s) => self
+                .authority
+                .inbox(s)
+                .into_iter()
+                .map(|a| (a.clone(), Node::InboxItem(s.clone(), a)))
+                .collect(),
+            Node::GrantsDir(s) => self
+                .authority
+                .grants(s)
+                .into_iter()
+                .map(|g| (g.id.clone(), Node::Grant(s.clone(), g.id)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn node(&self, ino: INodeNo) -> Result<Node, Errno> {
+        let node = self.inodes.node(ino.0).ok_or(Errno::ENOENT)?;
+        if self.exists(&node) {
+            Ok(node)
+        } else {
+            Err(Errno::ENOENT)
+        }
+    }
+
+    /// Submits a written request. On `flush` an empty draft is left alone:
+    /// a shell's `>` closes a duplicate descriptor before the data arrives;
+    /// the final `release` submits whatever there is.
+    fn submit_draft(&self, fh: u64, final_close: bool) -> Result<(), Errno> {
+        let (session, rid, data) = {
+            let mut drafts = self.drafts.lock().map_err(|_| Errno::EIO)?;
+            let Some(draft) = drafts.get_mut(&fh) else {
+                return Ok(());
+            };
+            if draft.submitted || (draft.data.is_empty() && !final_close) {
+                return Ok(());
+            }
+            draft.submitted = true;
+            (
+                draft.session.clone(),
+                draft.rid.clone(),
+                std::mem::take(&mut draft.data),
+            )
+        };
+        match self.authority.submit(&session, &rid, &data) {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                tracing::warn!(%session, %rid, %error, "request refused");
+                Err(errno(&error))
+            }
+        }
+    }
+
+    fn control(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
+        let mut words = text.split_whitespace();
+        match words.next() {
+            Some("spawn") => {
+                let name = words
+                    .next()
+                    .ok_or_else(|| AuthorityError::Invalid("spawn needs a child name".into()))?;
+                let mut spec = SpawnSpec::default();
+                for word in words {
+                    match word.split_once('=') {
+                        Some(("agent", agent)) => spec.agent = Some(agent.to_string()),
+                        Some(("cwd", cwd)) if cwd.starts_with('/') => spec.cwd = Some(cwd.to_string()),
+                        Some(("cwd", _)) => return Err(AuthorityError::Invalid("cwd must be absolute".into())),
+                        Some(("uid", uid)) => spec.decider_uids.push(
+                            uid.parse()
+                                .map_err(|_| AuthorityError::Invalid(format!("uid {uid:?} is not a number")))?,
+                        ),
+                        None if word == "interactive" => spec.interactive = true,
+                        _ => return Err(AuthorityError::Invalid(format!("unknown spawn option {word:?}"))),
+                    }
+                }
+                self.authority.spawn(session, name, spec).map(drop)
+            }
+            Some("end") => {
+                let name = words
+                    .next()
+                    .ok_or_else(|| AuthorityError::Invalid("end needs a child name".into()))?;
+                self.authority.end_session(&format!("{session}/{name}"))
+            }
+            _ => Err(AuthorityError::Invalid(format!(
+                "unknown command {text:?}: spawn <child> [agent=NAME] [cwd=DIR] [interactive] [uid=N] | end <child>"
+            ))),
+        }
+    }
+}
+
+impl Filesystem for PermFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::ENOENT);
+        };
+        match self.node(parent).ok().and_then(|p| self.child(&p, name)) {
+            Some(node) => reply.entry(&TTL, &self.attr(&node), Generation(0)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node(ino) {
+            Ok(node) => reply.attr(&TTL, &self.attr(&node)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let node = match self.node(ino) {
+            Ok(node) if node.is_dir() => node,
+            Ok(_) => return reply.error(Errno::ENOTDIR),
+            Err(e) => return reply.error(e),
+        };
+        let mut all = vec![
+            (".".to_string(), FileType::Directory, ino.0),
+            ("..".to_string(), FileType::Directory, 1),
+        ];
+        for (name, child) in self.entries(&node) {
+            let kind = if child.is_dir() {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            };
+            all.push((name, kind, self.inodes.ino(&child)));
+        }
+        for (index, (name, kind, child_ino)) in all.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(child_ino), (index + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let node = match self.node(ino) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if matches!(node, Node::Response(..)) {
+            if let Ok(mut map) = self.nonblocking.lock() {
+                map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
+            }
+        }
+        reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::EINVAL);
+        };
+        let session = match self.node(parent) {
+            Ok(Node::OutboxDir(s)) => s,
+            Ok(_) => return reply.error(Errno::EACCES),
+            Err(e) => return reply.error(e),
+        };
+        let Some(rid) = name.strip_suffix(".request") else {
+            return reply.error(Errno::EINVAL);
+        };
+        if !crate::session::tree::is_valid_name(rid) {
+            return reply.error(Errno::EINVAL);
+        }
+        if self.authority.outbox_contains(&session, rid) || self.draft_exists(&session, rid) {
+            return reply.error(Errno::EEXIST);
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut drafts) = self.drafts.lock() {
+            drafts.insert(
+                fh,
+                Draft {
+                    session: session.clone(),
+                    rid: rid.to_string(),
+                    data: Vec::new(),
+                    submitted: false,
+                },
+            );
+        }
+        let node = Node::Request(session, rid.to_string());
+        reply.created(
+            &TTL,
+            &self.attr(&node),
+            Generation(0),
+            FileHandle(fh),
+            FopenFlags::FOPEN_DIRECT_IO,
+        );
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let node = match self.node(ino) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
+        if let Node::Response(session, rid) = &node {
+            let Some(ask) = self.authority.ask_for(session, rid) else {
+                return reply.error(Errno::ENOENT);
+            };
+            let nonblocking = self
+                .nonblocking
+                .lock()
+                .ok()
+                .and_then(|m| m.get(&fh.0).copied())
+                .unwrap_or(false);
+            if let Some(response) = self.authority.response(&ask) {
+                return reply.data(slice(&response.to_json(), offset, size));
+            }
+            if nonblocking {
+                return reply.error(Errno::EAGAIN);
+            }
+            let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
+            let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+            let for_answer = Arc::clone(&slot);
+            let parked = Arc::clone(&self.parked);
+            let waiter = Box::new(move |response: Arc<Response>| {
+                if let Ok(mut map) = parked.lock() {
+                    map.remove(&waiter_id);
+                }
+                if let Some(reply) = for_answer.lock().ok().and_then(|mut s| s.take()) {
+                    reply.data(slice(&response.to_json(), offset, size));
+                }
+            });
+            if let Ok(mut map) = self.parked.lock() {
+                map.insert(waiter_id, (ask.clone(), req.pid(), Arc::clone(&slot)));
+            }
+            match self.authority.wait(&ask, waiter_id, waiter) {
+                Ok(None) => {}
+                Ok(Some(response)) => {
+                    if let Ok(mut map) = self.parked.lock() {
+                        map.remove(&waiter_id);
+                    }
+                    if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                        reply.data(slice(&response.to_json(), offset, size));
+                    }
+                }
+                Err(error) => {
+                    if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                        reply.error(errno(&error));
+                    }
+                }
+            }
+            return;
+        }
+        match self.content(&node) {
+            Some(content) => reply.data(slice(&content, offset, size)),
+            None if matches!(node, Node::Request(..) | Node::Ctl(_)) => reply.data(&[]),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let node = match self.node(ino) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
+        let text = || String::from_utf8_lossy(data).into_owned();
+        let result = match &node {
+            Node::Request(..) => {
+                let Ok(mut drafts) = self.drafts.lock() else {
+                    return reply.error(Errno::EIO);
+                };
+                match drafts.get_mut(&fh.0) {
+                    Some(draft) if !draft.submitted => {
+                        let end = offset as usize + data.len();
+                        if end > crate::session::authority::MAX_REQUEST_BYTES {
+                            return reply.error(Errno::EFBIG);
+                        }
+                        if draft.data.len() < end {
+                            draft.data.resize(end, 0);
+                        }
+                        draft.data[offset as usize..end].copy_from_slice(data);
+                        Ok(())
+                    }
+                    _ => Err(AuthorityError::Exists(
+                        "the request was already submitted".into(),
+                    )),
+                }
+            }
+            Node::InboxItem(session, ask) => {
+                self.authority.decide(session, ask, req.uid(), &text())
+            }
+            Node::Ctl(session) => self.control(session, &text()),
+            _ => return reply.error(Errno::EACCES),
+        };
+        match result {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(error) => {
+                tracing::info!(?node, %error, "write refused");
+                reply.error(errno(&error))
+            }
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.submit_draft(fh.0, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _ = self.submit_draft(fh.0, true);
+        if let Ok(mut drafts) = self.drafts.lock() {
+            drafts.remove(&fh.0);
+        }
+        if let Ok(mut map) = self.nonblocking.lock() {
+            map.remove(&fh.0);
+        }
+        reply.ok();
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Truncation on open (O_TRUNC from `echo >`) is accepted and ignored.
+        match self.node(ino) {
+            Ok(node) => reply.attr(&TTL, &self.attr(&node)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::ENOENT);
+        };
+        let result = match self.node(parent) {
+            Ok(Node::OutboxDir(s)) => {
+                let rid = name
+                    .strip_suffix(".request")
+                    .or_else(|| name.strip_suffix(".response"))
+                    .unwrap_or(name);
+                self.authority.withdraw(&s, rid)
+            }
+            Ok(Node::GrantsDir(s)) => {
+                if self.authority.may_decide(&s, req.uid()) {
+                    self.authority.revoke(&s, name)
+                } else {
+                    Err(AuthorityError::PermissionDenied(
+                        "only a decider may revoke a grant".into(),
+                    ))
+                }
+            }
+            Ok(_) => return reply.error(Errno::EACCES),
+            Err(e) => return reply.error(e),
+        };
+        match result {
+            Ok(()) => reply.ok(),
+            Err(error) => reply.error(errno(&error)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::EINVAL);
+        };
+        match self.node(parent) {
+            Ok(Node::ChildrenDir(s)) => {
+                match self.authority.spawn(&s, name, SpawnSpec::default()) {
+                    Ok(id) => reply.entry(&TTL, &self.attr(&Node::SessionDir(id)), Generation(0)),
+                    Err(error) => reply.error(errno(&error)),
+                }
+            }
+            Ok(_) => reply.error(Errno::EACCES),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let Some(name) = name.to_str() else {
+            return reply.error(Errno::ENOENT);
+        };
+        match self.node(parent) {
+            Ok(Node::ChildrenDir(s)) => match self.authority.end_session(&format!("{s}/{name}")) {
+                Ok(()) => reply.ok(),
+                Err(error) => reply.error(errno(&error)),
+            },
+            Ok(_) => reply.error(Errno::EACCES),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        notifier: PollNotifier,
+        _events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        let node = match self.node(ino) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
+        let Node::Response(session, rid) = node else {
+            return reply.poll(PollEvents::POLLIN | PollEvents::POLLOUT);
+        };
+        let Some(ask) = self.authority.ask_for(&session, &rid) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let waiter = Box::new(move |_: Arc<Response>| {
+            let _ = notifier.notify();
+        });
+        match self.authority.wait(&ask, waiter_id, waiter) {
+            Ok(Some(_)) => reply.poll(PollEvents::POLLIN),
+            Ok(None) => reply.poll(PollEvents::empty()),
+            Err(error) => reply.error(errno(&error)),
+        }
+    }
+}

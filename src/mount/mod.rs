@@ -1,0 +1,198 @@
+//! The FUSE daemon: mounts [`fs::PermFs`] and runs until SIGINT/SIGTERM.
+
+pub mod fs;
+pub mod nodes;
+
+use crate::policy::layers::{PolicyLoader, PolicySources};
+use crate::session::{Authority, SpawnSpec};
+use fuser::{Config, Errno, MountOption, SessionACL};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often parked readers are checked for pending signals and asks for
+/// their deadline.
+const WATCH_INTERVAL: Duration = Duration::from_millis(25);
+
+pub struct MountOptions {
+    pub mountpoint: PathBuf,
+    pub config: Option<PathBuf>,
+    pub agents_dir: Option<PathBuf>,
+    pub threads: usize,
+}
+
+/// Whether `path` is already a FUSE mount point (a second daemon there
+/// would fail obscurely or shadow the first).
+fn is_fuse_mount(path: &Path) -> bool {
+    let Ok(canonical) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") else {
+        return false;
+    };
+    mounts.lines().any(|line| {
+        let mut fields = line.split_whitespace();
+        let (_, target, kind) = (fields.next(), fields.next(), fields.next());
+        target.is_some_and(|t| Path::new(&t.replace("\\040", " ")) == canonical)
+            && kind.is_some_and(|k| k.starts_with("fuse"))
+    })
+}
+
+/// True when the signal masks in `/proc/<pid>/status` show a pending signal
+/// the thread neither blocks nor ignores: its blocked read must end with
+/// `EINTR` (fuser answers the kernel's interrupts with ENOSYS, so nothing
+/// else would wake it).
+pub fn has_pending_signal(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        // The caller is gone: release its reply.
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    let blocked = field("SigBlk:");
+    let ignored = field("SigIgn:");
+    let kill = 1u64 << (libc::SIGKILL - 1);
+    pending & kill != 0 || pending & !blocked & !ignored != 0
+}
+
+fn block_termination_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask manipulation on a zeroed set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_for_termination(set: &libc::sigset_t) -> i32 {
+    let mut signal = 0;
+    // SAFETY: `set` is a valid signal set blocked in every thread.
+    unsafe { libc::sigwait(set, &mut signal) };
+    signal
+}
+
+/// Mounts and serves until SIGINT/SIGTERM; returns the process exit code.
+pub fn run(options: MountOptions) -> i32 {
+    let mountpoint = &options.mountpoint;
+    if !mountpoint.is_dir() {
+        eprintln!("permfs mount: {} is not a directory", mountpoint.display());
+        return 2;
+    }
+    if is_fuse_mount(mountpoint) {
+        eprintln!(
+            "permfs mount: {} is already a FUSE mount point (another permfs running?); unmount it first",
+            mountpoint.display()
+        );
+        return 2;
+    }
+    let loader = match PolicyLoader::new(PolicySources {
+        global: options.config.clone(),
+        agents_dir: options.agents_dir.clone(),
+        ..Default::default()
+    }) {
+        Ok(loader) => loader,
+        Err(error) => {
+            eprintln!("permfs mount: invalid global config: {error}");
+            return 2;
+        }
+    };
+    let cwd = std::env::current_dir()
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".into());
+    // SAFETY: getuid cannot fail.
+    let owner = unsafe { libc::getuid() };
+    let authority = Arc::new(Authority::new(Arc::new(loader), owner));
+    if let Err(error) = authority.add_root(
+        "main",
+        SpawnSpec {
+            interactive: true,
+            ..Default::default()
+        },
+        &cwd,
+    ) {
+        eprintln!("permfs mount: cannot create the root session: {error}");
+        return 2;
+    }
+
+    let signals = block_termination_signals();
+    let filesystem = fs::PermFs::new(Arc::clone(&authority));
+    let parked = Arc::clone(&filesystem.parked);
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("permfs".into()),
+        MountOption::Subtype("permfs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    if owner == 0 {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.max(1));
+    let session = match fuser::spawn_mount(filesystem, mountpoint, &config) {
+        Ok(session) => session,
+        Err(error) => {
+            eprintln!(
+                "permfs mount: cannot mount at {}: {error}",
+                mountpoint.display()
+            );
+            return 1;
+        }
+    };
+    tracing::info!(mountpoint = %mountpoint.display(), "permfs mounted");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let stop = Arc::clone(&stop);
+        let authority = Arc::clone(&authority);
+        std::thread::Builder::new()
+            .name("permfs-watch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(WATCH_INTERVAL);
+                    authority.expire(Instant::now());
+                    let interrupted: Vec<fs::ReplySlot> = match parked.lock() {
+                        Ok(mut map) => {
+                            let ids: Vec<u64> = map
+                                .iter()
+                                .filter(|(_, (_, pid, _))| has_pending_signal(*pid))
+                                .map(|(id, _)| *id)
+                                .collect();
+                            ids.into_iter()
+                                .filter_map(|id| map.remove(&id).map(|(_, _, slot)| slot))
+                                .collect()
+                        }
+                        Err(_) => Vec::new(),
+                    };
+                    for slot in interrupted {
+                        if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                            reply.error(Errno::EINTR);
+                        }
+                    }
+                }
+            })
+    };
+
+    let signal = wait_for_termination(&signals);
+    tracing::info!(signal, "stopping: answering pending asks and unmounting");
+    authority.cancel_all();
+    stop.store(true, Ordering::Relaxed);
+    if let Ok(handle) = watcher {
+        let _ = handle.join();
+    }
+    match session.umount_and_join() {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("permfs mount: unmount failed: {error}");
+            1
+        }
+    }
+}
