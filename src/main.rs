@@ -7,7 +7,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PERMFS_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| "info,fuser=error".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -45,6 +45,9 @@ pub struct PermFs {
     drafts: Mutex<HashMap<u64, Draft>>,
     /// Open response handles opened with O_NONBLOCK.
     nonblocking: Mutex<HashMap<u64, bool>>,
+    /// The answer a response handle has served, so the reader can finish
+    /// reading it even after its session ended.
+    served: Arc<Mutex<HashMap<u64, Arc<Response>>>>,
     pub parked: Parked,
     next_waiter: AtomicU64,
 }
@@ -78,6 +81,7 @@ impl PermFs {
             next_fh: AtomicU64::new(1),
             drafts: Mutex::new(HashMap::new()),
             nonblocking: Mutex::new(HashMap::new()),
+            served: Arc::new(Mutex::new(HashMap::new())),
             parked: Arc::new(Mutex::new(HashMap::new())),
             next_waiter: AtomicU64::new(1),
         }
@@ -480,6 +484,9 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        if let Some(response) = self.served.lock().ok().and_then(|m| m.get(&fh.0).cloned()) {
+            return reply.data(slice(&response.to_json(), offset, size));
+        }
         let node = match self.node(ino) {
             Ok(node) => node,
             Err(e) => return reply.error(e),
@@ -495,6 +502,9 @@ impl Filesystem for PermFs {
                 .and_then(|m| m.get(&fh.0).copied())
                 .unwrap_or(false);
             if let Some(response) = self.authority.response(&ask) {
+                if let Ok(mut served) = self.served.lock() {
+                    served.insert(fh.0, Arc::clone(&response));
+                }
                 return reply.data(slice(&response.to_json(), offset, size));
             }
             if nonblocking {
@@ -504,9 +514,14 @@ impl Filesystem for PermFs {
             let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
             let for_answer = Arc::clone(&slot);
             let parked = Arc::clone(&self.parked);
+            let served = Arc::clone(&self.served);
+            let handle = fh.0;
             let waiter = Box::new(move |response: Arc<Response>| {
                 if let Ok(mut map) = parked.lock() {
                     map.remove(&waiter_id);
+                }
+                if let Ok(mut served) = served.lock() {
+                    served.insert(handle, Arc::clone(&response));
                 }
                 if let Some(reply) = for_answer.lock().ok().and_then(|mut s| s.take()) {
                     reply.data(slice(&response.to_json(), offset, size));
@@ -623,6 +638,9 @@ impl Filesystem for PermFs {
             drafts.remove(&fh.0);
         }
         if let Ok(mut map) = self.nonblocking.lock() {
+            map.remove(&fh.0);
+        }
+        if let Ok(mut map) = self.served.lock() {
             map.remove(&fh.0);
         }
         reply.ok();

@@ -81,6 +81,79 @@ fn wait_for_termination(set: &libc::sigset_t) -> i32 {
     signal
 }
 
+/// The root sessions: the config's `roots` (`{"name": {"agent": …, "cwd":
+/// …, "interactive": bool, "deciderUids": [..]}}`), or one interactive
+/// `main` in the daemon's cwd.
+fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpec)>, String> {
+    let Some(roots) = roots else {
+        return Ok(vec![(
+            "main".into(),
+            SpawnSpec {
+                interactive: true,
+                ..Default::default()
+            },
+        )]);
+    };
+    let object = roots
+        .as_object()
+        .ok_or("\"roots\" must map session names to settings")?;
+    if object.is_empty() {
+        return Err("\"roots\" must name at least one session".into());
+    }
+    const KEYS: &[&str] = &["agent", "cwd", "interactive", "deciderUids"];
+    object
+        .iter()
+        .map(|(name, settings)| {
+            let settings = settings
+                .as_object()
+                .ok_or(format!("roots.{name} must be an object"))?;
+            if let Some(unknown) = settings.keys().find(|k| !KEYS.contains(&k.as_str())) {
+                return Err(format!(
+                    "roots.{name}: {}",
+                    crate::policy::config::unknown_key_message("key", unknown, KEYS)
+                ));
+            }
+            let text = |key: &str| -> Result<Option<String>, String> {
+                match settings.get(key) {
+                    None => Ok(None),
+                    Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(format!("roots.{name}.{key} must be a string")),
+                }
+            };
+            let cwd = text("cwd")?;
+            if cwd.as_ref().is_some_and(|c| !c.starts_with('/')) {
+                return Err(format!("roots.{name}.cwd must be absolute"));
+            }
+            let interactive = match settings.get("interactive") {
+                None => false,
+                Some(value) => value
+                    .as_bool()
+                    .ok_or(format!("roots.{name}.interactive must be true or false"))?,
+            };
+            let decider_uids = match settings.get("deciderUids") {
+                None => Vec::new(),
+                Some(value) => value
+                    .as_array()
+                    .and_then(|a| {
+                        a.iter()
+                            .map(|u| u.as_u64().and_then(|u| u32::try_from(u).ok()))
+                            .collect()
+                    })
+                    .ok_or(format!("roots.{name}.deciderUids must be a list of uids"))?,
+            };
+            Ok((
+                name.clone(),
+                SpawnSpec {
+                    agent: text("agent")?,
+                    cwd,
+                    interactive,
+                    decider_uids,
+                },
+            ))
+        })
+        .collect()
+}
+
 /// Mounts and serves until SIGINT/SIGTERM; returns the process exit code.
 pub fn run(options: MountOptions) -> i32 {
     let mountpoint = &options.mountpoint;
@@ -111,17 +184,19 @@ pub fn run(options: MountOptions) -> i32 {
         .unwrap_or_else(|_| "/".into());
     // SAFETY: getuid cannot fail.
     let owner = unsafe { libc::getuid() };
+    let roots = match root_specs(loader.global_config().extensions.get("roots")) {
+        Ok(roots) => roots,
+        Err(error) => {
+            eprintln!("permfs mount: invalid \"roots\" in the global config: {error}");
+            return 2;
+        }
+    };
     let authority = Arc::new(Authority::new(Arc::new(loader), owner));
-    if let Err(error) = authority.add_root(
-        "main",
-        SpawnSpec {
-            interactive: true,
-            ..Default::default()
-        },
-        &cwd,
-    ) {
-        eprintln!("permfs mount: cannot create the root session: {error}");
-        return 2;
+    for (name, spec) in roots {
+        if let Err(error) = authority.add_root(&name, spec, &cwd) {
+            eprintln!("permfs mount: cannot create root session {name:?}: {error}");
+            return 2;
+        }
     }
 
     let signals = block_termination_signals();

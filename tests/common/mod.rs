@@ -1,0 +1,142 @@
+//! A real permfs daemon on a temporary mount point, for integration tests.
+//! Dropping it stops the daemon and makes sure nothing stays mounted, also
+//! when the test failed.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub mountpoint: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    let target = path.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(target.as_str()))
+        })
+        .unwrap_or(false)
+}
+
+impl Daemon {
+    /// Starts `permfs mount` with `config` as the global config, in `cwd`
+    /// (the root session's cwd; a fresh temp dir when `None`).
+    pub fn start(config: &str, cwd: Option<&Path>) -> Self {
+        Self::start_full(config, cwd, "main")
+    }
+
+    /// Starts a daemon whose config declares its own root session `root`.
+    pub fn start_with_root(config: &str, root: &str) -> Self {
+        Self::start_full(config, None, root)
+    }
+
+    fn start_full(config: &str, cwd: Option<&Path>, root: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mountpoint = dir.path().join("mnt");
+        std::fs::create_dir(&mountpoint).expect("mount point");
+        let config_path = dir.path().join("config.json");
+        std::fs::write(&config_path, config).expect("config written");
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).expect("work dir");
+        let child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .arg("mount")
+            .arg(&mountpoint)
+            .arg("--config")
+            .arg(&config_path)
+            .current_dir(cwd.unwrap_or(&work))
+            .env("PERMFS_LOG", "warn,fuser=error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("permfs starts");
+        let daemon = Self {
+            child: Some(child),
+            mountpoint,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !daemon.session(root).join("session.json").exists() {
+            assert!(Instant::now() < deadline, "the mount did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        daemon
+    }
+
+    /// A session directory by id (`main`, `main/worker`, …).
+    pub fn session(&self, id: &str) -> PathBuf {
+        let mut parts = id.split('/');
+        let mut path = self
+            .mountpoint
+            .join("sessions")
+            .join(parts.next().unwrap_or("main"));
+        for part in parts {
+            path = path.join("children").join(part);
+        }
+        path
+    }
+
+    /// Writes a request and returns the response path.
+    pub fn ask(&self, session: &str, rid: &str, request: &str) -> PathBuf {
+        let outbox = self.session(session).join("outbox");
+        std::fs::write(outbox.join(format!("{rid}.request")), request).expect("request written");
+        outbox.join(format!("{rid}.response"))
+    }
+
+    pub fn response(&self, path: &Path) -> serde_json::Value {
+        let text = std::fs::read_to_string(path).expect("response read");
+        serde_json::from_str(&text).expect("response is JSON")
+    }
+
+    pub fn inbox(&self, session: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.session(session).join("inbox"))
+            .expect("inbox listed")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+        if is_mounted(&self.mountpoint) {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.mountpoint)
+                .status();
+        }
+    }
+}
+
+/// Waits until `f` holds, or panics with `what`.
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,427 @@
+//! The mount, driven as users drive it: plain file calls, from separate
+//! processes where it matters, against a real FUSE filesystem.
+
+mod common;
+
+use common::{eventually, Daemon};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow", "rm *": {"action": "deny", "reason": "no deletes"}}}}"#;
+
+#[test]
+fn recorded_authority_answers_at_once() {
+    let daemon = Daemon::start(CONFIG, None);
+    let allowed =
+        daemon.response(&daemon.ask("main", "a", r#"{"surface":"bash","value":"git status"}"#));
+    assert_eq!(allowed["approved"], true);
+    assert_eq!(allowed["outcome"], "allow");
+    assert_eq!(allowed["decidedBy"]["kind"], "rule");
+    assert_eq!(allowed["decidedBy"]["pattern"], "git status");
+    assert_eq!(allowed["hops"][0]["session"], "main");
+
+    let denied =
+        daemon.response(&daemon.ask("main", "d", r#"{"surface":"bash","value":"rm -rf x"}"#));
+    assert_eq!(denied["approved"], false);
+    assert_eq!(denied["state"], "denied_with_reason");
+    assert_eq!(denied["denialReason"], "no deletes");
+}
+
+#[test]
+fn a_blocked_reader_in_another_process_wakes_on_the_decision() {
+    let daemon = Daemon::start(CONFIG, None);
+    let response = daemon.ask("main", "r", r#"{"surface":"bash","value":"make"}"#);
+    let reader = Command::new("cat")
+        .arg(&response)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = &daemon.inbox("main")[0];
+    let shown = std::fs::read_to_string(daemon.session("main").join("inbox").join(ask))
+        .expect("inbox entry");
+    assert!(
+        shown.contains("\"make\""),
+        "the inbox entry shows the facts: {shown}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "deny not today\n",
+    )
+    .expect("decided");
+    let output = reader.wait_with_output().expect("cat ends");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["denialReason"], "not today");
+    assert_eq!(answer["decidedBy"]["kind"], "user");
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "a decided ask leaves the inbox"
+    );
+    // A later decision on the same ask is refused.
+    let late = std::fs::write(daemon.session("main").join("inbox").join(ask), "allow");
+    assert!(late.is_err(), "a second decision must fail");
+}
+
+fn blocked_cat(daemon: &Daemon, rid: &str) -> std::process::Child {
+    let response = daemon.ask("main", rid, r#"{"surface":"bash","value":"make"}"#);
+    let child = Command::new("cat")
+        .arg(&response)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(200));
+    child
+}
+
+fn ends_within(child: &mut std::process::Child, limit: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the blocked reader did not end within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn signals_end_a_blocked_reader_promptly_and_the_ask_stays_pending() {
+    let daemon = Daemon::start(CONFIG, None);
+    for (rid, signal) in [("sigint", libc::SIGINT), ("sigkill", libc::SIGKILL)] {
+        let mut cat = blocked_cat(&daemon, rid);
+        assert!(
+            cat.try_wait().expect("wait").is_none(),
+            "cat blocks while pending"
+        );
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(cat.id() as i32, signal) };
+        ends_within(&mut cat, Duration::from_millis(500));
+    }
+    assert_eq!(
+        daemon.inbox("main").len(),
+        2,
+        "interrupted asks stay pending"
+    );
+    // A new read waits again and gets the answer.
+    let response = daemon
+        .session("main")
+        .join("outbox")
+        .join("sigint.response");
+    let reader = Command::new("cat")
+        .arg(&response)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(100));
+    let ask = daemon
+        .inbox("main")
+        .into_iter()
+        .find(|a| a.ends_with("sigint"))
+        .expect("pending");
+    std::fs::write(daemon.session("main").join("inbox").join(ask), "allow").expect("decided");
+    let output = reader.wait_with_output().expect("cat ends");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("\"approved\": true"));
+}
+
+#[test]
+fn nonblocking_reads_and_poll_report_pending_then_ready() {
+    let daemon = Daemon::start(CONFIG, None);
+    let response = daemon.ask("main", "p", r#"{"surface":"bash","value":"make"}"#);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&response)
+        .expect("open");
+    let mut buffer = [0u8; 64];
+    let error = file.read(&mut buffer).expect_err("pending");
+    assert_eq!(error.raw_os_error(), Some(libc::EAGAIN));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let mut pollfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let ready = unsafe { libc::poll(&mut pollfd, 1, 100) };
+    assert_eq!(ready, 0, "not readable while pending");
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(daemon.session("main").join("inbox").join(ask), "allow").expect("decided");
+    pollfd.revents = 0;
+    // SAFETY: as above.
+    let ready = unsafe { libc::poll(&mut pollfd, 1, 2000) };
+    assert_eq!(ready, 1, "readable once decided");
+    assert!(pollfd.revents & libc::POLLIN != 0);
+}
+
+#[test]
+fn unlinking_withdraws_and_reusing_a_name_is_refused() {
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    daemon.ask("main", "w", r#"{"surface":"bash","value":"make"}"#);
+    assert_eq!(daemon.inbox("main").len(), 1);
+    let again = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(outbox.join("w.request"));
+    assert_eq!(
+        again.err().and_then(|e| e.raw_os_error()),
+        Some(libc::EEXIST)
+    );
+    std::fs::remove_file(outbox.join("w.request")).expect("withdrawn");
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "a withdrawn ask leaves the inbox"
+    );
+}
+
+#[test]
+fn a_bad_request_fails_at_close_and_says_why() {
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    // The error comes from close(2), which std's File drop ignores.
+    let mut file = std::fs::File::create(outbox.join("bad.request")).expect("created");
+    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\"}").expect("written");
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+    // SAFETY: closing the descriptor we own.
+    let closed = unsafe { libc::close(fd) };
+    assert_eq!(closed, -1, "close reports the bad request");
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EINVAL)
+    );
+    let answer = daemon.response(&outbox.join("bad.response"));
+    assert_eq!(answer["outcome"], "invalid");
+    assert!(answer["denialReason"]
+        .as_str()
+        .unwrap_or("")
+        .contains("value"));
+    let name = std::fs::write(outbox.join("..request"), "{}");
+    assert!(name.is_err(), "a bad name is refused");
+}
+
+#[test]
+fn only_a_decider_may_decide() {
+    let daemon = Daemon::start(CONFIG, None);
+    daemon.ask("main", "u", r#"{"surface":"bash","value":"make"}"#);
+    let ask = daemon.inbox("main")[0].clone();
+    let entry = daemon.session("main").join("inbox").join(&ask);
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo allow > '{}'", entry.display()))
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .expect("sh runs");
+    assert!(!status.success(), "another uid may not decide");
+    assert_eq!(daemon.inbox("main"), vec![ask], "the ask stays pending");
+}
+
+#[test]
+fn asks_climb_to_the_interactive_ancestor_and_sessions_end_cleanly() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::create_dir(daemon.session("main").join("children").join("worker")).expect("spawned");
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        "spawn helper agent=reviewer",
+    )
+    .expect("spawned");
+    let info: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.session("main/helper").join("session.json"))
+            .expect("session.json"),
+    )
+    .expect("JSON");
+    assert_eq!(info["agent"], "reviewer");
+    assert_eq!(info["depth"], 1);
+    assert_eq!(info["interactive"], false);
+    assert!(std::fs::write(daemon.session("main/helper").join("session.json"), "{}").is_err());
+
+    daemon.ask("main/worker", "x", r#"{"surface":"bash","value":"make"}"#);
+    assert_eq!(
+        daemon.inbox("main").len(),
+        1,
+        "the child's ask waits at the root"
+    );
+    assert!(daemon.inbox("main/worker").is_empty());
+    let response = daemon
+        .session("main/worker")
+        .join("outbox")
+        .join("x.response");
+    let reader = Command::new("cat")
+        .arg(&response)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::remove_dir(daemon.session("main").join("children").join("worker")).expect("ended");
+    let output = reader.wait_with_output().expect("cat ends");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["outcome"], "session_ended");
+    assert!(daemon.inbox("main").is_empty());
+}
+
+#[test]
+fn a_headless_root_answers_no_decider() {
+    let config = r#"{"permission": {"bash": {"*": "ask", "git status": "allow"}}, "roots": {"ci": {"interactive": false}}}"#;
+    let daemon = Daemon::start_with_root(config, "ci");
+    std::fs::write(daemon.session("ci").join("ctl"), "spawn lead").expect("spawned");
+    std::fs::write(daemon.session("ci/lead").join("ctl"), "spawn sub").expect("spawned");
+    let allowed = daemon.response(&daemon.ask(
+        "ci/lead/sub",
+        "ok",
+        r#"{"surface":"bash","value":"git status"}"#,
+    ));
+    assert_eq!(allowed["outcome"], "allow");
+    assert_eq!(
+        allowed["hops"].as_array().map(Vec::len),
+        Some(1),
+        "answered at the asking node"
+    );
+    let refused =
+        daemon.response(&daemon.ask("ci/lead/sub", "no", r#"{"surface":"bash","value":"make"}"#));
+    assert_eq!(refused["outcome"], "no_decider");
+    assert_eq!(refused["approved"], false);
+    let hops: Vec<&str> = refused["hops"]
+        .as_array()
+        .expect("hops")
+        .iter()
+        .filter_map(|h| h["session"].as_str())
+        .collect();
+    assert_eq!(
+        hops,
+        ["ci/lead/sub", "ci/lead", "ci"],
+        "the ask climbed every hop"
+    );
+}
+
+#[test]
+fn allow_session_records_a_grant_that_covers_and_can_be_revoked() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    daemon.ask(
+        "main/c",
+        "one",
+        r#"{"surface":"bash","value":"cargo build"}"#,
+    );
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow session",
+    )
+    .expect("decided");
+    let grants: Vec<_> = std::fs::read_dir(daemon.session("main").join("grants"))
+        .expect("grants")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let covered = daemon.response(&daemon.ask(
+        "main/c",
+        "two",
+        r#"{"surface":"bash","value":"cargo build"}"#,
+    ));
+    assert_eq!(covered["decidedBy"]["kind"], "session_approval");
+    assert_eq!(covered["state"], "approved_for_session");
+    std::fs::remove_file(&grants[0]).expect("revoked");
+    daemon.ask(
+        "main/c",
+        "three",
+        r#"{"surface":"bash","value":"cargo build"}"#,
+    );
+    assert_eq!(
+        daemon.inbox("main").len(),
+        1,
+        "after revocation the ask waits again"
+    );
+}
+
+#[test]
+fn facts_are_fixed_at_the_asking_session() {
+    // The root works in `main-tree`; the child works in a worktree
+    // elsewhere. The root's project config allows the relative `src/*`
+    // and its own absolute tree.
+    let base = tempfile::tempdir().expect("temp");
+    let main_tree = base.path().join("main-tree");
+    let worktree = base.path().join("worktree");
+    let project = main_tree.join(".pi/extensions/pi-permission-system");
+    std::fs::create_dir_all(&project).expect("dirs");
+    std::fs::create_dir_all(worktree.join("src")).expect("dirs");
+    let daemon_cwd = std::fs::canonicalize(&main_tree).expect("canonical");
+    let write_project = |rule: &str| {
+        std::fs::write(
+            project.join("config.json"),
+            format!(r#"{{"permission": {{"read": {{{rule}: "allow"}}}}}}"#),
+        )
+        .expect("project config")
+    };
+    write_project(r#""src/*""#);
+    let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, Some(&daemon_cwd));
+    let worktree = std::fs::canonicalize(&worktree).expect("canonical");
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        format!("spawn wt cwd={}", worktree.display()),
+    )
+    .expect("spawned");
+    let relative = daemon.response(&daemon.ask(
+        "main/wt",
+        "rel",
+        r#"{"tool":"read","input":{"path":"src/foo.rs"}}"#,
+    ));
+    assert_eq!(
+        relative["outcome"], "allow",
+        "the parent's relative rule covers the child's relative alias"
+    );
+    assert_eq!(
+        relative["facts"][0]["requesterCwd"],
+        worktree.display().to_string()
+    );
+
+    write_project(&format!("\"{}/src/*\"", daemon_cwd.display()));
+    daemon.ask(
+        "main/wt",
+        "abs",
+        r#"{"tool":"read","input":{"path":"src/foo.rs"}}"#,
+    );
+    assert_eq!(
+        daemon.inbox("main").len(),
+        1,
+        "the parent's absolute rule on its own tree does not match the worktree's file"
+    );
+}
+
+#[test]
+fn sigterm_cancels_pending_asks_and_unmounts() {
+    let mut daemon = Daemon::start(CONFIG, None);
+    let response = daemon.ask("main", "t", r#"{"surface":"bash","value":"make"}"#);
+    let reader = Command::new("cat")
+        .arg(&response)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(150));
+    let status = daemon.stop().expect("daemon exits");
+    assert!(status.success(), "exit 0 on SIGTERM, got {status:?}");
+    let output = reader.wait_with_output().expect("cat ends");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["outcome"], "cancelled");
+    assert!(!common::is_mounted(&daemon.mountpoint), "no stale mount");
+}
+
+#[test]
+fn a_second_daemon_on_a_busy_mount_point_says_so() {
+    let daemon = Daemon::start(CONFIG, None);
+    let output = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("mount")
+        .arg(&daemon.mountpoint)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already a FUSE mount point"));
+}
