@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: install the FUSE tools if missing, build,
+# and mount permfs with the default config (config/permfs.json) at ./mount.
+# Stop it with Ctrl-C (or SIGTERM): pending asks are answered "cancelled"
+# and the mount is removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v fusermount3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null
+  else
+    echo "fusermount3 is missing: install the fuse3 package (as root: apt-get install fuse3)" >&2
+    exit 1
+  fi
+fi
+mkdir -p mount
+exec cargo run --release --quiet -- mount ./mount --config config/permfs.json "$@"
