@@ -425,3 +425,202 @@ fn a_second_daemon_on_a_busy_mount_point_says_so() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("already a FUSE mount point"));
 }
+
+#[test]
+fn a_timeout_is_its_own_outcome_and_leaves_the_inbox() {
+    let daemon = Daemon::start(r#"{"forwardingTimeoutMs": 300}"#, None);
+    let response = daemon.ask("main", "slow", r#"{"surface":"bash","value":"make"}"#);
+    assert_eq!(daemon.inbox("main").len(), 1);
+    let answer = daemon.response(&response);
+    assert_eq!(answer["outcome"], "timeout");
+    assert_eq!(answer["decidedBy"]["kind"], "timeout");
+    assert_eq!(answer["approved"], false);
+    assert!(daemon.inbox("main").is_empty());
+}
+
+#[test]
+fn allow_subagent_grants_at_the_asking_session_only() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn a").expect("spawned");
+    std::fs::write(daemon.session("main").join("ctl"), "spawn b").expect("spawned");
+    daemon.ask("main/a", "one", r#"{"surface":"bash","value":"npm test"}"#);
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow subagent",
+    )
+    .expect("decided");
+    assert_eq!(
+        std::fs::read_dir(daemon.session("main/a").join("grants"))
+            .expect("grants")
+            .count(),
+        1
+    );
+    assert_eq!(
+        std::fs::read_dir(daemon.session("main").join("grants"))
+            .expect("grants")
+            .count(),
+        0
+    );
+    let again =
+        daemon.response(&daemon.ask("main/a", "two", r#"{"surface":"bash","value":"npm test"}"#));
+    assert_eq!(again["decidedBy"]["kind"], "session_approval");
+    daemon.ask(
+        "main/b",
+        "three",
+        r#"{"surface":"bash","value":"npm test"}"#,
+    );
+    assert_eq!(daemon.inbox("main").len(), 1, "the sibling is not covered");
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let daemon = Daemon::start(CONFIG, None);
+    let session = daemon.session("main");
+    let outbox = session.join("outbox");
+    let errno_of = |result: std::io::Result<()>| result.err().and_then(|e| e.raw_os_error());
+
+    // Oversized requests.
+    let big = format!(
+        r#"{{"surface":"bash","value":"{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    assert_eq!(
+        errno_of(std::fs::write(outbox.join("big.request"), big)),
+        Some(libc::EFBIG)
+    );
+    // Bad names: control characters, too long.
+    assert_eq!(
+        errno_of(std::fs::write(outbox.join("a\u{1}b.request"), "{}")),
+        Some(libc::EINVAL)
+    );
+    let long = format!("{}.request", "n".repeat(250));
+    assert_eq!(
+        errno_of(std::fs::write(outbox.join(long), "{}")),
+        Some(libc::ENAMETOOLONG)
+    );
+    // Files where none may be created, and read-only files.
+    assert_eq!(
+        errno_of(std::fs::write(session.join("notes.txt"), "x")),
+        Some(libc::EACCES)
+    );
+    assert_eq!(
+        errno_of(std::fs::write(outbox.join("x.txt"), "x")),
+        Some(libc::EINVAL)
+    );
+    assert_eq!(
+        errno_of(std::fs::write(session.join("rules.json"), "{}")),
+        Some(libc::EACCES)
+    );
+    assert_eq!(
+        errno_of(std::fs::write(session.join("ctl"), "explode")),
+        Some(libc::EINVAL)
+    );
+    assert_eq!(
+        errno_of(std::fs::write(session.join("ctl"), "spawn ../x")),
+        Some(libc::EINVAL)
+    );
+
+    // Nothing else changed, and the daemon still serves.
+    assert!(daemon.inbox("main").is_empty());
+    let names: Vec<String> = std::fs::read_dir(&outbox)
+        .expect("outbox")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("big.")),
+        "only the refused big request is recorded: {names:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(session.join("children"))
+            .expect("children")
+            .count(),
+        0
+    );
+    let ok = daemon.response(&daemon.ask(
+        "main",
+        "after",
+        r#"{"surface":"bash","value":"git status"}"#,
+    ));
+    assert_eq!(ok["outcome"], "allow");
+}
+
+#[test]
+fn a_python_client_asks_with_plain_file_calls() {
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    let script = format!(
+        "import json\nopen('{0}/py.request','w').write(json.dumps({{'tool':'bash','input':{{'command':'git status'}}}}))\nprint(json.load(open('{0}/py.response'))['outcome'])",
+        outbox.display()
+    );
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("python3 runs");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "allow",
+        "{output:?}"
+    );
+}
+
+#[test]
+fn a_storm_of_asks_and_decisions_loses_and_duplicates_nothing() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn storm").expect("spawned");
+    let outbox = daemon.session("main/storm").join("outbox");
+    const ASKERS: usize = 8;
+    const EACH: usize = 10;
+    // Askers: separate shell processes, each asking and reading its answers.
+    let askers: Vec<_> = (0..ASKERS)
+        .map(|p| {
+            let script = format!(
+                "for i in $(seq 1 {EACH}); do echo '{{\"surface\":\"bash\",\"value\":\"job {p} '$i'\"}}' > {dir}/p{p}-$i.request; done; \
+                 for i in $(seq 1 {EACH}); do cat {dir}/p{p}-$i.response | grep -c '\"outcome\"'; done",
+                dir = outbox.display()
+            );
+            Command::new("sh").arg("-c").arg(script).stdout(Stdio::piped()).spawn().expect("asker")
+        })
+        .collect();
+    // Deciders: two processes racing on every inbox entry.
+    let inbox = daemon.session("main").join("inbox");
+    let stop = daemon.dir.path().join("stop-deciding");
+    let decider = |verdict: &str| {
+        let script = format!(
+            "end=$(( $(date +%s) + 20 )); n=0; while [ $(date +%s) -lt $end ] && [ ! -e {stop} ]; do \
+               for f in {inbox}/*; do [ -e \"$f\" ] && echo {verdict} > \"$f\" 2>/dev/null && n=$((n+1)); done; done; echo $n",
+            stop = stop.display(),
+            inbox = inbox.display()
+        );
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("decider")
+    };
+    let deciders = [decider("allow"), decider("deny")];
+    let mut answers = 0;
+    for asker in askers {
+        let output = asker.wait_with_output().expect("asker ends");
+        answers += String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| l.trim() == "1")
+            .count();
+    }
+    std::fs::write(&stop, "").expect("stop marker");
+    assert_eq!(answers, ASKERS * EACH, "every ask got exactly one answer");
+    let decided: usize = deciders
+        .into_iter()
+        .map(|d| {
+            let output = d.wait_with_output().expect("decider ends");
+            String::from_utf8_lossy(&output.stdout)
+                .trim()
+                .parse::<usize>()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(decided, ASKERS * EACH, "exactly one decision won per ask");
+    assert!(daemon.inbox("main").is_empty());
+}

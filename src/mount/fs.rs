@@ -437,6 +437,9 @@ impl Filesystem for PermFs {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::EINVAL);
         };
+        if name.len() > 255 {
+            return reply.error(Errno::ENAMETOOLONG);
+        }
         let session = match self.node(parent) {
             Ok(Node::OutboxDir(s)) => s,
             Ok(_) => return reply.error(Errno::EACCES),
@@ -713,6 +716,9 @@ impl Filesystem for PermFs {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::EINVAL);
         };
+        if name.len() > 255 {
+            return reply.error(Errno::ENAMETOOLONG);
+        }
         match self.node(parent) {
             Ok(Node::ChildrenDir(s)) => {
                 match self.authority.spawn(&s, name, SpawnSpec::default()) {
