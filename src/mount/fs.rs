@@ -5,6 +5,7 @@
 
 use super::nodes::{Inodes, Node};
 use crate::session::ask::Response;
+use crate::session::review::JudgeReader;
 use crate::session::{Authority, AuthorityError, SpawnSpec};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
@@ -48,6 +49,8 @@ pub struct PermFs {
     /// The answer a response handle has served, so the reader can finish
     /// reading it even after its session ended.
     served: Arc<Mutex<HashMap<u64, Arc<Response>>>>,
+    /// The review a judge's `next` handle was given.
+    judge_payloads: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
     pub parked: Parked,
     next_waiter: AtomicU64,
 }
@@ -82,6 +85,7 @@ impl PermFs {
             drafts: Mutex::new(HashMap::new()),
             nonblocking: Mutex::new(HashMap::new()),
             served: Arc::new(Mutex::new(HashMap::new())),
+            judge_payloads: Arc::new(Mutex::new(HashMap::new())),
             parked: Arc::new(Mutex::new(HashMap::new())),
             next_waiter: AtomicU64::new(1),
         }
@@ -94,7 +98,10 @@ impl PermFs {
     /// Does this node still exist?
     fn exists(&self, node: &Node) -> bool {
         match node {
-            Node::Root | Node::Readme | Node::SessionsDir => true,
+            Node::Root | Node::Readme | Node::SessionsDir | Node::JudgesDir => true,
+            Node::JudgeDir(j) | Node::JudgeNext(j) | Node::JudgeVerdict(j) => {
+                self.authority.attached_judges().contains(j)
+            }
             Node::SessionDir(s)
             | Node::SessionJson(s)
             | Node::RulesJson(s)
@@ -152,7 +159,7 @@ impl PermFs {
                 (FileType::Directory, 0o777)
             }
             n if n.is_dir() => (FileType::Directory, 0o755),
-            Node::Ctl(_) => (FileType::RegularFile, 0o222),
+            Node::Ctl(_) | Node::JudgeVerdict(_) => (FileType::RegularFile, 0o222),
             Node::Request(..) => (FileType::RegularFile, 0o666),
             Node::InboxItem(..) => (FileType::RegularFile, 0o666),
             Node::Grant(..) => (FileType::RegularFile, 0o644),
@@ -188,6 +195,13 @@ impl PermFs {
             Node::Root => match name {
                 "README" => Node::Readme,
                 "sessions" => Node::SessionsDir,
+                "judges" => Node::JudgesDir,
+                _ => return None,
+            },
+            Node::JudgesDir => Node::JudgeDir(name.to_string()),
+            Node::JudgeDir(j) => match name {
+                "next" => Node::JudgeNext(j.clone()),
+                "verdict" => Node::JudgeVerdict(j.clone()),
                 _ => return None,
             },
             Node::SessionsDir => Node::SessionDir(name.to_string()),
@@ -234,6 +248,17 @@ impl PermFs {
             Node::Root => named(vec![
                 ("README", Node::Readme),
                 ("sessions", Node::SessionsDir),
+                ("judges", Node::JudgesDir),
+            ]),
+            Node::JudgesDir => self
+                .authority
+                .attached_judges()
+                .into_iter()
+                .map(|j| (j.clone(), Node::JudgeDir(j)))
+                .collect(),
+            Node::JudgeDir(j) => named(vec![
+                ("next", Node::JudgeNext(j.clone())),
+                ("verdict", Node::JudgeVerdict(j.clone())),
             ]),
             Node::SessionsDir => self
                 .authority
@@ -319,6 +344,43 @@ impl PermFs {
             Err(error) => {
                 tracing::warn!(%session, %rid, %error, "request refused");
                 Err(errno(&error))
+            }
+        }
+    }
+
+    /// `judges/<name>/next`: each handle is given one review (blocking
+    /// until there is one); read it to the end, close, open again.
+    fn read_judge_next(&self, req: &Request, name: &str, fh: u64, offset: u64, size: u32, reply: ReplyData) {
+        if let Some(bytes) = self.judge_payloads.lock().ok().and_then(|m| m.get(&fh).cloned()) {
+            return reply.data(slice(&bytes, offset, size));
+        }
+        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
+        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let for_delivery = Arc::clone(&slot);
+        let parked = Arc::clone(&self.parked);
+        let payloads = Arc::clone(&self.judge_payloads);
+        let reader: JudgeReader = Box::new(move |bytes: &[u8]| {
+            let Some(reply) = for_delivery.lock().ok().and_then(|mut s| s.take()) else {
+                return false;
+            };
+            if let Ok(mut map) = parked.lock() {
+                map.remove(&waiter_id);
+            }
+            if let Ok(mut map) = payloads.lock() {
+                map.insert(fh, bytes.to_vec());
+            }
+            reply.data(slice(bytes, offset, size));
+            true
+        });
+        if let Ok(mut map) = self.parked.lock() {
+            map.insert(waiter_id, (format!("judge:{name}"), req.pid(), Arc::clone(&slot)));
+        }
+        if let Err(error) = self.authority.judge_next(name, req.uid(), req.pid(), reader) {
+            if let Ok(mut map) = self.parked.lock() {
+                map.remove(&waiter_id);
+            }
+            if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                reply.error(errno(&error));
             }
         }
     }
@@ -494,6 +556,9 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
+        if let Node::JudgeNext(name) = &node {
+            return self.read_judge_next(req, name, fh.0, offset, size, reply);
+        }
         if let Node::Response(session, rid) = &node {
             let Some(ask) = self.authority.ask_for(session, rid) else {
                 return reply.error(Errno::ENOENT);
@@ -601,6 +666,7 @@ impl Filesystem for PermFs {
                 self.authority.decide(session, ask, req.uid(), &text())
             }
             Node::Ctl(session) => self.control(session, &text()),
+            Node::JudgeVerdict(name) => self.authority.judge_verdict(name, req.uid(), &text()),
             _ => return reply.error(Errno::EACCES),
         };
         match result {
@@ -644,6 +710,9 @@ impl Filesystem for PermFs {
             map.remove(&fh.0);
         }
         if let Ok(mut map) = self.served.lock() {
+            map.remove(&fh.0);
+        }
+        if let Ok(mut map) = self.judge_payloads.lock() {
             map.remove(&fh.0);
         }
         reply.ok();
@@ -706,7 +775,7 @@ impl Filesystem for PermFs {
 
     fn mkdir(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -720,6 +789,10 @@ impl Filesystem for PermFs {
             return reply.error(Errno::ENAMETOOLONG);
         }
         match self.node(parent) {
+            Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
+                Ok(()) => reply.entry(&TTL, &self.attr(&Node::JudgeDir(name.to_string())), Generation(0)),
+                Err(error) => reply.error(errno(&error)),
+            },
             Ok(Node::ChildrenDir(s)) => {
                 match self.authority.spawn(&s, name, SpawnSpec::default()) {
                     Ok(id) => reply.entry(&TTL, &self.attr(&Node::SessionDir(id)), Generation(0)),
@@ -731,11 +804,15 @@ impl Filesystem for PermFs {
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
         };
         match self.node(parent) {
+            Ok(Node::JudgesDir) => match self.authority.detach_judge(name, req.uid()) {
+                Ok(()) => reply.ok(),
+                Err(error) => reply.error(errno(&error)),
+            },
             Ok(Node::ChildrenDir(s)) => match self.authority.end_session(&format!("{s}/{name}")) {
                 Ok(()) => reply.ok(),
                 Err(error) => reply.error(errno(&error)),

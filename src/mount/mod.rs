@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// their deadline.
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
+/// Threads that run configured (command) judges.
+const JUDGE_WORKERS: usize = 2;
+
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
@@ -191,7 +194,13 @@ pub fn run(options: MountOptions) -> i32 {
             return 2;
         }
     };
-    let authority = Arc::new(Authority::new(Arc::new(loader), owner));
+    let authority = match Authority::new(Arc::new(loader), owner) {
+        Ok(authority) => Arc::new(authority),
+        Err(error) => {
+            eprintln!("permfs mount: invalid \"judges\" in the global config: {error}");
+            return 2;
+        }
+    };
     for (name, spec) in roots {
         if let Err(error) = authority.add_root(&name, spec, &cwd) {
             eprintln!("permfs mount: cannot create root session {name:?}: {error}");
@@ -256,12 +265,34 @@ pub fn run(options: MountOptions) -> i32 {
             })
     };
 
+    // Configured judges run on a small pool; an ask waiting for one holds
+    // no thread of its own.
+    let workers: Vec<_> = (0..JUDGE_WORKERS)
+        .filter_map(|index| {
+            let stop = Arc::clone(&stop);
+            let authority = Arc::clone(&authority);
+            std::thread::Builder::new()
+                .name(format!("permfs-judge-{index}"))
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Some(job) = authority.next_job(Duration::from_millis(100)) {
+                            authority.run_job(job);
+                        }
+                    }
+                })
+                .ok()
+        })
+        .collect();
+
     let signal = wait_for_termination(&signals);
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
     authority.cancel_all();
     stop.store(true, Ordering::Relaxed);
     if let Ok(handle) = watcher {
         let _ = handle.join();
+    }
+    for worker in workers {
+        let _ = worker.join();
     }
     match session.umount_and_join() {
         Ok(()) => 0,

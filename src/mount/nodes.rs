@@ -21,6 +21,10 @@ pub enum Node {
     GrantsDir(String),
     Grant(String, String),
     ChildrenDir(String),
+    JudgesDir,
+    JudgeDir(String),
+    JudgeNext(String),
+    JudgeVerdict(String),
 }
 
 impl Node {
@@ -34,6 +38,8 @@ impl Node {
                 | Node::InboxDir(_)
                 | Node::GrantsDir(_)
                 | Node::ChildrenDir(_)
+                | Node::JudgesDir
+                | Node::JudgeDir(_)
         )
     }
 }

@@ -40,6 +40,12 @@ pub enum DecidedBy {
     GateError {
         reason: String,
     },
+    /// A link of the authorizer chain.
+    Authorizer {
+        name: String,
+        verdict: String,
+        reason: Option<String>,
+    },
     /// Recorded authority said `ask`: the ask moves on (a hop only).
     Escalated {
         reason: String,

@@ -48,18 +48,31 @@ impl std::fmt::Display for AuthorityError {
 }
 
 #[derive(Default)]
-struct State {
-    tree: SessionTree,
-    asks: HashMap<AskId, Ask>,
+pub(super) struct State {
+    pub(super) tree: SessionTree,
+    pub(super) asks: HashMap<AskId, Ask>,
     /// (origin session, rid) → ask
-    outboxes: HashMap<(SessionId, String), AskId>,
-    next_id: u64,
+    pub(super) outboxes: HashMap<(SessionId, String), AskId>,
+    pub(super) next_id: u64,
+    /// Asks under review by the authorizer chain, by ask.
+    pub(super) reviews: HashMap<AskId, super::review::Review>,
+    /// Judges attached through the mount.
+    pub(super) attached: std::collections::BTreeMap<String, super::review::AttachedJudge>,
+    /// Configured links found missing (logged once each).
+    pub(super) missing_logged: std::collections::HashSet<String>,
 }
 
 pub struct Authority {
-    loader: Arc<PolicyLoader>,
-    owner_uid: u32,
-    state: Mutex<State>,
+    pub(super) loader: Arc<PolicyLoader>,
+    pub(super) owner_uid: u32,
+    pub(super) state: Mutex<State>,
+    /// Judges defined in the global config.
+    pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
+    /// Reviews for configured judges, run by worker threads.
+    pub(super) jobs: (
+        crossbeam_channel::Sender<super::review::ReviewJob>,
+        crossbeam_channel::Receiver<super::review::ReviewJob>,
+    ),
 }
 
 /// A decision written to an inbox.
@@ -108,19 +121,26 @@ impl Decision {
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Authority {
-    pub fn new(loader: Arc<PolicyLoader>, owner_uid: u32) -> Self {
-        Self {
+    /// Fails when the global config's `judges` are invalid.
+    pub fn new(loader: Arc<PolicyLoader>, owner_uid: u32) -> Result<Self, String> {
+        let judges = super::chain::parse_judges(loader.global_config().extensions.get("judges"))?
+            .into_iter()
+            .map(|(name, spec)| (name, Arc::new(spec)))
+            .collect();
+        Ok(Self {
             loader,
             owner_uid,
             state: Mutex::new(State::default()),
-        }
+            judges,
+            jobs: crossbeam_channel::unbounded(),
+        })
     }
 
     pub fn add_root(
@@ -319,9 +339,11 @@ impl Authority {
                 return;
             };
             let agents = agents_below(&state.tree, &ask.origin, &node_id);
+            let mut families = Vec::new();
             let (verdict, decided_by, reason) = match self.judge_at(node, &agents, ask) {
                 Ok(judgment) => {
                     let by = decided_by_for(&judgment);
+                    families = asking_families(&judgment);
                     (judgment.state, by, judgment.reason().map(str::to_string))
                 }
                 Err(error) => (
@@ -364,21 +386,15 @@ impl Authority {
                     );
                     return;
                 }
-                PermissionState::Ask if interactive => {
-                    if let Some(ask) = state.asks.get_mut(ask_id) {
-                        ask.pending_at = Some(node_name);
+                PermissionState::Ask => match parent {
+                    Some(parent) if !interactive => node_id = parent,
+                    // This node adjudicates: its chain reviews first, then a
+                    // person (interactive) or nobody (`no_decider`).
+                    _ => {
+                        self.start_chain(state, ask_id, &node_name, families, interactive);
+                        return;
                     }
-                    return;
-                }
-                PermissionState::Ask => {
-                    match parent {
-                        Some(parent) => node_id = parent,
-                        None => {
-                            finish(state, ask_id, Outcome::NoDecider, DecidedBy::NoDecider, Some("nobody can answer: no interactive session on the way to the root".into()), Some(node_name));
-                            return;
-                        }
-                    }
-                }
+                },
             }
         }
     }
@@ -671,6 +687,7 @@ impl Authority {
     /// Ends asks past their deadline (`timeout`). Returns how many.
     pub fn expire(&self, now: Instant) -> usize {
         let mut state = lock(&self.state);
+        self.expire_reviews(&mut state, now);
         let expired: Vec<AskId> = state
             .asks
             .values()
@@ -757,7 +774,7 @@ impl Authority {
                 "issues": policy.issues,
                 "failedClosed": policy.failed_closed,
                 "sources": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
-                "authorizerChain": policy.settings.authorizer_chain,
+                "authorizerChain": self.chain_status(&policy.settings.authorizer_chain),
                 "yoloMode": policy.settings.yolo,
                 "forwardingTimeoutMs": policy.settings.forwarding_timeout_ms,
             }),
@@ -798,6 +815,19 @@ fn agents_below(tree: &SessionTree, origin: &str, node: &str) -> Vec<Option<Stri
         cursor = session.parent.as_ref().and_then(|p| tree.get(p));
     }
     agents
+}
+
+/// The families of the checks that left this ask unresolved here: what the
+/// chain's checkpoint looks at.
+fn asking_families(judgment: &Judgment) -> Vec<crate::facts::intent::Family> {
+    let mut families: Vec<_> = judgment
+        .checks
+        .iter()
+        .filter(|c| c.counted && c.state != PermissionState::Allow)
+        .map(|c| c.family)
+        .collect();
+    families.dedup();
+    families
 }
 
 fn decided_by_for(judgment: &Judgment) -> DecidedBy {
@@ -887,7 +917,7 @@ fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
 }
 
 /// Records the answer and wakes every parked waiter.
-fn finish(
+pub(super) fn finish(
     state: &mut State,
     ask_id: &str,
     outcome: Outcome,
@@ -895,6 +925,9 @@ fn finish(
     reason: Option<String>,
     responder: Option<String>,
 ) {
+    if let Some(review) = state.reviews.remove(ask_id) {
+        super::review::forget_review(state, &review);
+    }
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
@@ -946,7 +979,7 @@ mod tests {
             ..Default::default()
         })
         .expect("loader");
-        (Authority::new(Arc::new(loader), 1000), dir)
+        (Authority::new(Arc::new(loader), 1000).expect("authority"), dir)
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 pub mod ask;
 pub mod authority;
+pub mod chain;
+pub mod review;
 pub mod tree;
 
 pub use authority::{Authority, AuthorityError, Decision};
