@@ -51,6 +51,8 @@ pub struct PermFs {
     served: Arc<Mutex<HashMap<u64, Arc<Response>>>>,
     /// The review a judge's `next` handle was given.
     judge_payloads: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
+    /// Open `lease` handles → judge name.
+    leases: Mutex<HashMap<u64, String>>,
     pub parked: Parked,
     next_waiter: AtomicU64,
 }
@@ -86,6 +88,7 @@ impl PermFs {
             nonblocking: Mutex::new(HashMap::new()),
             served: Arc::new(Mutex::new(HashMap::new())),
             judge_payloads: Arc::new(Mutex::new(HashMap::new())),
+            leases: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
             next_waiter: AtomicU64::new(1),
         }
@@ -99,9 +102,10 @@ impl PermFs {
     fn exists(&self, node: &Node) -> bool {
         match node {
             Node::Root | Node::Readme | Node::SessionsDir | Node::JudgesDir => true,
-            Node::JudgeDir(j) | Node::JudgeNext(j) | Node::JudgeVerdict(j) => {
-                self.authority.attached_judges().contains(j)
-            }
+            Node::JudgeDir(j)
+            | Node::JudgeNext(j)
+            | Node::JudgeVerdict(j)
+            | Node::JudgeLease(j) => self.authority.attached_judges().contains(j),
             Node::SessionDir(s)
             | Node::SessionJson(s)
             | Node::RulesJson(s)
@@ -202,6 +206,7 @@ impl PermFs {
             Node::JudgeDir(j) => match name {
                 "next" => Node::JudgeNext(j.clone()),
                 "verdict" => Node::JudgeVerdict(j.clone()),
+                "lease" => Node::JudgeLease(j.clone()),
                 _ => return None,
             },
             Node::SessionsDir => Node::SessionDir(name.to_string()),
@@ -259,6 +264,7 @@ impl PermFs {
             Node::JudgeDir(j) => named(vec![
                 ("next", Node::JudgeNext(j.clone())),
                 ("verdict", Node::JudgeVerdict(j.clone())),
+                ("lease", Node::JudgeLease(j.clone())),
             ]),
             Node::SessionsDir => self
                 .authority
@@ -350,8 +356,21 @@ impl PermFs {
 
     /// `judges/<name>/next`: each handle is given one review (blocking
     /// until there is one); read it to the end, close, open again.
-    fn read_judge_next(&self, req: &Request, name: &str, fh: u64, offset: u64, size: u32, reply: ReplyData) {
-        if let Some(bytes) = self.judge_payloads.lock().ok().and_then(|m| m.get(&fh).cloned()) {
+    fn read_judge_next(
+        &self,
+        req: &Request,
+        name: &str,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+    ) {
+        if let Some(bytes) = self
+            .judge_payloads
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh).cloned())
+        {
             return reply.data(slice(&bytes, offset, size));
         }
         let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
@@ -373,9 +392,12 @@ impl PermFs {
             true
         });
         if let Ok(mut map) = self.parked.lock() {
-            map.insert(waiter_id, (format!("judge:{name}"), req.pid(), Arc::clone(&slot)));
+            map.insert(
+                waiter_id,
+                (format!("judge:{name}"), req.pid(), Arc::clone(&slot)),
+            );
         }
-        if let Err(error) = self.authority.judge_next(name, req.uid(), req.pid(), reader) {
+        if let Err(error) = self.authority.judge_next(name, req.uid(), reader) {
             if let Ok(mut map) = self.parked.lock() {
                 map.remove(&waiter_id);
             }
@@ -472,12 +494,20 @@ impl Filesystem for PermFs {
         reply.ok();
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let node = match self.node(ino) {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Node::JudgeLease(name) = &node {
+            if let Err(error) = self.authority.judge_lease_opened(name, req.uid()) {
+                return reply.error(errno(&error));
+            }
+            if let Ok(mut leases) = self.leases.lock() {
+                leases.insert(fh, name.clone());
+            }
+        }
         if matches!(node, Node::Response(..)) {
             if let Ok(mut map) = self.nonblocking.lock() {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
@@ -715,6 +745,9 @@ impl Filesystem for PermFs {
         if let Ok(mut map) = self.judge_payloads.lock() {
             map.remove(&fh.0);
         }
+        if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh.0)) {
+            self.authority.judge_lease_closed(&name);
+        }
         reply.ok();
     }
 
@@ -790,7 +823,11 @@ impl Filesystem for PermFs {
         }
         match self.node(parent) {
             Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
-                Ok(()) => reply.entry(&TTL, &self.attr(&Node::JudgeDir(name.to_string())), Generation(0)),
+                Ok(()) => reply.entry(
+                    &TTL,
+                    &self.attr(&Node::JudgeDir(name.to_string())),
+                    Generation(0),
+                ),
                 Err(error) => reply.error(errno(&error)),
             },
             Ok(Node::ChildrenDir(s)) => {

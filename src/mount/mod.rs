@@ -211,6 +211,7 @@ pub fn run(options: MountOptions) -> i32 {
     let signals = block_termination_signals();
     let filesystem = fs::PermFs::new(Arc::clone(&authority));
     let parked = Arc::clone(&filesystem.parked);
+    let parked_at_exit = Arc::clone(&parked);
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName("permfs".into()),
@@ -287,6 +288,17 @@ pub fn run(options: MountOptions) -> i32 {
     let signal = wait_for_termination(&signals);
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
     authority.cancel_all();
+    // Readers still parked (judges waiting for reviews) are released so the
+    // mount is not busy.
+    let leftover: Vec<fs::ReplySlot> = parked_at_exit
+        .lock()
+        .map(|mut map| map.drain().map(|(_, (_, _, slot))| slot).collect())
+        .unwrap_or_default();
+    for slot in leftover {
+        if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+            reply.error(Errno::from_i32(libc::ESHUTDOWN));
+        }
+    }
     stop.store(true, Ordering::Relaxed);
     if let Ok(handle) = watcher {
         let _ = handle.join();
@@ -297,8 +309,17 @@ pub fn run(options: MountOptions) -> i32 {
     match session.umount_and_join() {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("permfs mount: unmount failed: {error}");
-            1
+            // Something still has a file open or its cwd inside the mount:
+            // detach it lazily so no stale mount point is left behind.
+            tracing::warn!(%error, "unmount failed; detaching the mount lazily");
+            match std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) {
+                // SAFETY: a valid NUL-terminated path.
+                Ok(path) if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 => 0,
+                _ => {
+                    eprintln!("permfs mount: unmount failed: {error}");
+                    1
+                }
+            }
         }
     }
 }

@@ -25,6 +25,7 @@ pub enum Node {
     JudgeDir(String),
     JudgeNext(String),
     JudgeVerdict(String),
+    JudgeLease(String),
 }
 
 impl Node {

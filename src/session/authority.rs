@@ -979,7 +979,10 @@ mod tests {
             ..Default::default()
         })
         .expect("loader");
-        (Authority::new(Arc::new(loader), 1000).expect("authority"), dir)
+        (
+            Authority::new(Arc::new(loader), 1000).expect("authority"),
+            dir,
+        )
     }
 
     #[test]

@@ -49,7 +49,10 @@ impl LinkVerdict {
             .get("verdict")
             .and_then(Value::as_str)
             .ok_or("a verdict needs \"verdict\": \"allow\" | \"deny\" | \"defer\"")?;
-        let reason = value.get("reason").and_then(Value::as_str).map(str::to_string);
+        let reason = value
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         match verdict {
             "allow" => Ok(Self::Allow),
             "deny" => Ok(Self::Deny(reason)),
@@ -69,7 +72,8 @@ pub fn checkpoint(verdict: LinkVerdict, families: &[Family], trusted: &[String])
         return LinkVerdict::Defer;
     }
     let capped = families.iter().any(|family| {
-        matches!(family, Family::Path | Family::ExternalDirectory) && !trusted.iter().any(|t| t == family.name())
+        matches!(family, Family::Path | Family::ExternalDirectory)
+            && !trusted.iter().any(|t| t == family.name())
     });
     if capped {
         LinkVerdict::Defer
@@ -83,7 +87,10 @@ pub fn checkpoint(verdict: LinkVerdict, families: &[Family], trusted: &[String])
 pub enum JudgeSpec {
     /// Runs `command` with the review as JSON on stdin; reads the verdict
     /// as JSON on stdout.
-    Command { command: Vec<String>, timeout: Duration },
+    Command {
+        command: Vec<String>,
+        timeout: Duration,
+    },
     /// The typo-path judge: denies an `external_directory` ask whose facts
     /// look like a typo of a path, once a confirmation command agrees.
     TypoPath {
@@ -99,24 +106,40 @@ pub enum JudgeSpec {
 impl JudgeSpec {
     pub fn timeout(&self) -> Duration {
         match self {
-            Self::Command { timeout, .. } | Self::TypoPath { timeout, .. } | Self::Attached { timeout } => *timeout,
+            Self::Command { timeout, .. }
+            | Self::TypoPath { timeout, .. }
+            | Self::Attached { timeout } => *timeout,
         }
     }
 }
 
-const DEFAULT_TYPO_REASON: &str = "This path looks like a typo (for example /hmoe instead of /home). \
+const DEFAULT_TYPO_REASON: &str =
+    "This path looks like a typo (for example /hmoe instead of /home). \
 Check the spelling of the directory and ask again with the path you meant.";
 
 /// Parses the config's `judges` object.
 pub fn parse_judges(value: Option<&Value>) -> Result<Vec<(String, JudgeSpec)>, String> {
-    let Some(value) = value else { return Ok(Vec::new()) };
-    let object = value.as_object().ok_or("\"judges\" must map link names to judge settings")?;
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let object = value
+        .as_object()
+        .ok_or("\"judges\" must map link names to judge settings")?;
     object
         .iter()
         .map(|(name, settings)| {
             let place = format!("judges.{name}");
-            let settings = settings.as_object().ok_or(format!("{place} must be an object"))?;
-            const KEYS: &[&str] = &["command", "timeoutMs", "builtin", "typoPatterns", "confirmCommand", "reason"];
+            let settings = settings
+                .as_object()
+                .ok_or(format!("{place} must be an object"))?;
+            const KEYS: &[&str] = &[
+                "command",
+                "timeoutMs",
+                "builtin",
+                "typoPatterns",
+                "confirmCommand",
+                "reason",
+            ];
             if let Some(unknown) = settings.keys().find(|k| !KEYS.contains(&k.as_str())) {
                 return Err(format!(
                     "{place}: {}",
@@ -125,18 +148,20 @@ pub fn parse_judges(value: Option<&Value>) -> Result<Vec<(String, JudgeSpec)>, S
             }
             let timeout = match settings.get("timeoutMs") {
                 None => DEFAULT_LINK_TIMEOUT,
-                Some(v) => Duration::from_millis(
-                    v.as_u64()
-                        .filter(|n| *n >= 1)
-                        .ok_or(format!("{place}.timeoutMs must be a whole number of at least 1"))?,
-                ),
+                Some(v) => Duration::from_millis(v.as_u64().filter(|n| *n >= 1).ok_or(format!(
+                    "{place}.timeoutMs must be a whole number of at least 1"
+                ))?),
             };
             let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
                 match settings.get(key) {
                     None => Ok(None),
                     Some(Value::Array(items)) if !items.is_empty() => items
                         .iter()
-                        .map(|i| i.as_str().map(str::to_string).ok_or(format!("{place}.{key} must hold strings")))
+                        .map(|i| {
+                            i.as_str()
+                                .map(str::to_string)
+                                .ok_or(format!("{place}.{key} must hold strings"))
+                        })
                         .collect::<Result<Vec<_>, _>>()
                         .map(Some),
                     Some(_) => Err(format!("{place}.{key} must be a non-empty list of strings")),
@@ -145,12 +170,17 @@ pub fn parse_judges(value: Option<&Value>) -> Result<Vec<(String, JudgeSpec)>, S
             let spec = match settings.get("builtin").map(|b| b.as_str()) {
                 Some(Some("typo-path")) => {
                     let patterns = strings("typoPatterns")?
-                        .ok_or(format!("{place}: the typo-path judge needs \"typoPatterns\""))?
+                        .ok_or(format!(
+                            "{place}: the typo-path judge needs \"typoPatterns\""
+                        ))?
                         .iter()
-                        .map(|p| Regex::new(p).map_err(|e| format!("{place}.typoPatterns: {p:?}: {e}")))
+                        .map(|p| {
+                            Regex::new(p).map_err(|e| format!("{place}.typoPatterns: {p:?}: {e}"))
+                        })
                         .collect::<Result<Vec<_>, _>>()?;
-                    let confirm = strings("confirmCommand")?
-                        .ok_or(format!("{place}: the typo-path judge needs \"confirmCommand\""))?;
+                    let confirm = strings("confirmCommand")?.ok_or(format!(
+                        "{place}: the typo-path judge needs \"confirmCommand\""
+                    ))?;
                     let reason = match settings.get("reason") {
                         None => DEFAULT_TYPO_REASON.to_string(),
                         Some(Value::String(r)) => r.clone(),
@@ -163,7 +193,11 @@ pub fn parse_judges(value: Option<&Value>) -> Result<Vec<(String, JudgeSpec)>, S
                         reason,
                     }
                 }
-                Some(other) => return Err(format!("{place}.builtin: unknown built-in judge {other:?} (known: typo-path)")),
+                Some(other) => {
+                    return Err(format!(
+                        "{place}.builtin: unknown built-in judge {other:?} (known: typo-path)"
+                    ))
+                }
                 None => match strings("command")? {
                     Some(command) => JudgeSpec::Command { command, timeout },
                     None => JudgeSpec::Attached { timeout },
@@ -202,7 +236,9 @@ pub fn run_command(command: &[String], input: &[u8], timeout: Duration) -> Resul
             return Err(format!("{program:?} did not answer within {timeout:?}"));
         }
     };
-    let output = reader.join().map_err(|_| "reading the judge's output failed")?;
+    let output = reader
+        .join()
+        .map_err(|_| "reading the judge's output failed")?;
     if !status.success() {
         return Err(format!("{program:?} exited with {status}"));
     }
@@ -215,7 +251,8 @@ pub fn run_judge(spec: &JudgeSpec, review: &Value) -> Result<LinkVerdict, String
     match spec {
         JudgeSpec::Command { command, timeout } => {
             let output = run_command(command, &payload, *timeout)?;
-            let value: Value = serde_json::from_slice(&output).map_err(|e| format!("verdict is not JSON: {e}"))?;
+            let value: Value =
+                serde_json::from_slice(&output).map_err(|e| format!("verdict is not JSON: {e}"))?;
             LinkVerdict::from_json(&value)
         }
         JudgeSpec::TypoPath {
@@ -228,7 +265,11 @@ pub fn run_judge(spec: &JudgeSpec, review: &Value) -> Result<LinkVerdict, String
                 return Ok(LinkVerdict::Defer);
             };
             let question = serde_json::json!({"path": suspect, "review": review});
-            let output = run_command(confirm, &serde_json::to_vec(&question).map_err(|e| e.to_string())?, *timeout)?;
+            let output = run_command(
+                confirm,
+                &serde_json::to_vec(&question).map_err(|e| e.to_string())?,
+                *timeout,
+            )?;
             let answer = String::from_utf8_lossy(&output);
             let confirmed = match serde_json::from_str::<Value>(&answer) {
                 Ok(value) => value.get("typo").and_then(Value::as_bool).unwrap_or(false),
@@ -270,16 +311,29 @@ mod tests {
     #[test]
     fn checkpoint_caps_path_families_unless_trusted() {
         use Family::*;
-        assert_eq!(checkpoint(LinkVerdict::Allow, &[Bash], &[]), LinkVerdict::Allow);
-        assert_eq!(checkpoint(LinkVerdict::Allow, &[Path, Tool], &[]), LinkVerdict::Defer);
-        assert_eq!(checkpoint(LinkVerdict::Allow, &[ExternalDirectory], &[]), LinkVerdict::Defer);
+        assert_eq!(
+            checkpoint(LinkVerdict::Allow, &[Bash], &[]),
+            LinkVerdict::Allow
+        );
+        assert_eq!(
+            checkpoint(LinkVerdict::Allow, &[Path, Tool], &[]),
+            LinkVerdict::Defer
+        );
+        assert_eq!(
+            checkpoint(LinkVerdict::Allow, &[ExternalDirectory], &[]),
+            LinkVerdict::Defer
+        );
         assert_eq!(checkpoint(LinkVerdict::Allow, &[], &[]), LinkVerdict::Defer);
         assert_eq!(
             checkpoint(LinkVerdict::Allow, &[Path], &["path".to_string()]),
             LinkVerdict::Allow
         );
         assert_eq!(
-            checkpoint(LinkVerdict::Allow, &[Path, ExternalDirectory], &["path".to_string()]),
+            checkpoint(
+                LinkVerdict::Allow,
+                &[Path, ExternalDirectory],
+                &["path".to_string()]
+            ),
             LinkVerdict::Defer
         );
         assert_eq!(
@@ -292,10 +346,17 @@ mod tests {
     fn command_judges_that_fail_are_errors() {
         let review = json!({"facts": []});
         let ok = JudgeSpec::Command {
-            command: vec!["sh".into(), "-c".into(), "cat >/dev/null; echo '{\"verdict\":\"deny\",\"reason\":\"no\"}'".into()],
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "cat >/dev/null; echo '{\"verdict\":\"deny\",\"reason\":\"no\"}'".into(),
+            ],
             timeout: Duration::from_secs(5),
         };
-        assert_eq!(run_judge(&ok, &review), Ok(LinkVerdict::Deny(Some("no".into()))));
+        assert_eq!(
+            run_judge(&ok, &review),
+            Ok(LinkVerdict::Deny(Some("no".into())))
+        );
         let crash = JudgeSpec::Command {
             command: vec!["sh".into(), "-c".into(), "exit 3".into()],
             timeout: Duration::from_secs(5),
@@ -326,7 +387,10 @@ mod tests {
         for (bad, needle) in [
             (json!({"x": {"comand": ["a"]}}), "did you mean \"command\""),
             (json!({"x": {"builtin": "magic"}}), "unknown built-in"),
-            (json!({"x": {"builtin": "typo-path", "typoPatterns": ["("], "confirmCommand": ["true"]}}), "typoPatterns"),
+            (
+                json!({"x": {"builtin": "typo-path", "typoPatterns": ["("], "confirmCommand": ["true"]}}),
+                "typoPatterns",
+            ),
             (json!({"x": {"command": []}}), "non-empty"),
         ] {
             let error = parse_judges(Some(&bad)).expect_err("invalid");

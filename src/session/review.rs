@@ -35,8 +35,6 @@ pub struct CurrentLink {
     pub review_id: String,
     pub link: String,
     pub deadline: Instant,
-    /// The pid of the attached judge process that took the review.
-    pub taken_by: Option<u32>,
 }
 
 /// A parked `read` of `judges/<name>/next`: returns false when its caller
@@ -46,7 +44,11 @@ pub type JudgeReader = Box<dyn FnOnce(&[u8]) -> bool + Send>;
 #[derive(Default)]
 pub struct AttachedJudge {
     pub queue: VecDeque<String>,
-    pub readers: Vec<(u32, JudgeReader)>,
+    pub readers: Vec<JudgeReader>,
+    /// Open handles on the judge's `lease` file. When a judge that took a
+    /// lease closes the last one (or dies, and the kernel closes it), the
+    /// judge has gone away.
+    pub leases: usize,
 }
 
 impl std::fmt::Debug for AttachedJudge {
@@ -76,7 +78,10 @@ pub(super) fn forget_review(state: &mut State, review: &Review) {
 }
 
 fn ask_of(review_id: &str) -> &str {
-    review_id.rsplit_once('#').map(|(ask, _)| ask).unwrap_or(review_id)
+    review_id
+        .rsplit_once('#')
+        .map(|(ask, _)| ask)
+        .unwrap_or(review_id)
 }
 
 impl Authority {
@@ -96,7 +101,10 @@ impl Authority {
             ),
             _ => return,
         };
-        let settings = self.loader.policy(&cwd, agent.as_deref()).map(|p| p.settings.clone());
+        let settings = self
+            .loader
+            .policy(&cwd, agent.as_deref())
+            .map(|p| p.settings.clone());
         let (links, trust) = match settings {
             Ok(settings) => (settings.authorizer_chain, settings.authorizer_trust),
             Err(_) => (Vec::new(), Vec::new()),
@@ -120,7 +128,9 @@ impl Authority {
     /// Hands the ask to the next link that exists, or to the terminal.
     fn advance(&self, state: &mut State, ask_id: &str) {
         loop {
-            let Some(review) = state.reviews.get_mut(ask_id) else { return };
+            let Some(review) = state.reviews.get_mut(ask_id) else {
+                return;
+            };
             let Some(link) = review.links.get(review.next).cloned() else {
                 let review = state.reviews.remove(ask_id);
                 self.terminal(state, ask_id, review);
@@ -130,8 +140,13 @@ impl Authority {
             let review_id = format!("{ask_id}#{}", review.next);
             let configured = self.judges.get(&link).cloned();
             let attached = state.attached.contains_key(&link);
-            let timeout = configured.as_ref().map(|s| s.timeout()).unwrap_or(DEFAULT_LINK_TIMEOUT);
-            let runnable = configured.as_ref().filter(|s| !matches!(s.as_ref(), JudgeSpec::Attached { .. }));
+            let timeout = configured
+                .as_ref()
+                .map(|s| s.timeout())
+                .unwrap_or(DEFAULT_LINK_TIMEOUT);
+            let runnable = configured
+                .as_ref()
+                .filter(|s| !matches!(s.as_ref(), JudgeSpec::Attached { .. }));
             if !attached && runnable.is_none() {
                 if state.missing_logged.insert(link.clone()) {
                     tracing::warn!(%link, "authorizerChain names a link that does not exist; skipping it");
@@ -142,7 +157,6 @@ impl Authority {
                 review_id: review_id.clone(),
                 link: link.clone(),
                 deadline: Instant::now() + timeout,
-                taken_by: None,
             });
             if attached {
                 if let Some(judge) = state.attached.get_mut(&link) {
@@ -185,9 +199,17 @@ impl Authority {
     }
 
     /// A link's verdict on a review (stale verdicts are ignored).
-    fn on_verdict(&self, state: &mut State, review_id: &str, link: &str, verdict: Result<LinkVerdict, String>) {
+    fn on_verdict(
+        &self,
+        state: &mut State,
+        review_id: &str,
+        link: &str,
+        verdict: Result<LinkVerdict, String>,
+    ) {
         let ask_id = ask_of(review_id).to_string();
-        let Some(review) = state.reviews.get_mut(&ask_id) else { return };
+        let Some(review) = state.reviews.get_mut(&ask_id) else {
+            return;
+        };
         let is_current = review
             .current
             .as_ref()
@@ -233,8 +255,17 @@ impl Authority {
             });
         }
         match effective {
-            LinkVerdict::Allow => finish(state, &ask_id, Outcome::Allow, decided_by, None, Some(node)),
-            LinkVerdict::Deny(reason) => finish(state, &ask_id, Outcome::Deny, decided_by, reason, Some(node)),
+            LinkVerdict::Allow => {
+                finish(state, &ask_id, Outcome::Allow, decided_by, None, Some(node))
+            }
+            LinkVerdict::Deny(reason) => finish(
+                state,
+                &ask_id,
+                Outcome::Deny,
+                decided_by,
+                reason,
+                Some(node),
+            ),
             LinkVerdict::Defer => self.advance(state, &ask_id),
         }
     }
@@ -243,8 +274,12 @@ impl Authority {
     fn deliver(&self, state: &mut State, link: &str) {
         loop {
             let (review_id, reader) = {
-                let Some(judge) = state.attached.get_mut(link) else { return };
-                let Some(review_id) = judge.queue.front().cloned() else { return };
+                let Some(judge) = state.attached.get_mut(link) else {
+                    return;
+                };
+                let Some(review_id) = judge.queue.front().cloned() else {
+                    return;
+                };
                 if judge.readers.is_empty() {
                     return;
                 }
@@ -253,24 +288,11 @@ impl Authority {
             let payload = review_payload(state, ask_of(&review_id), link, &review_id);
             let mut bytes = serde_json::to_vec_pretty(&payload).unwrap_or_default();
             bytes.push(b'\n');
-            let (pid, reader) = reader;
             if reader(&bytes) {
-                self.mark_taken(state, link, &review_id, pid);
+                if let Some(judge) = state.attached.get_mut(link) {
+                    judge.queue.retain(|id| id != &review_id);
+                }
             }
-        }
-    }
-
-    fn mark_taken(&self, state: &mut State, link: &str, review_id: &str, pid: u32) {
-        if let Some(judge) = state.attached.get_mut(link) {
-            judge.queue.retain(|id| id != review_id);
-        }
-        if let Some(current) = state
-            .reviews
-            .get_mut(ask_of(review_id))
-            .and_then(|r| r.current.as_mut())
-            .filter(|c| c.review_id == review_id)
-        {
-            current.taken_by = Some(pid);
         }
     }
 
@@ -300,13 +322,19 @@ impl Authority {
     pub fn attach_judge(&self, name: &str, uid: u32) -> Result<(), AuthorityError> {
         self.operator_only(uid)?;
         if !is_valid_name(name) {
-            return Err(AuthorityError::Invalid(format!("{name:?} is not a valid judge name")));
+            return Err(AuthorityError::Invalid(format!(
+                "{name:?} is not a valid judge name"
+            )));
         }
         let mut state = lock(&self.state);
         if state.attached.contains_key(name) {
-            return Err(AuthorityError::Exists(format!("judge {name:?} is attached")));
+            return Err(AuthorityError::Exists(format!(
+                "judge {name:?} is attached"
+            )));
         }
-        state.attached.insert(name.to_string(), AttachedJudge::default());
+        state
+            .attached
+            .insert(name.to_string(), AttachedJudge::default());
         state.missing_logged.remove(name);
         tracing::info!(judge = %name, "judge attached");
         Ok(())
@@ -342,24 +370,56 @@ impl Authority {
 
     /// A read of `judges/<name>/next`: the next review now, or `None` with
     /// the reader parked until one comes.
-    pub fn judge_next(&self, name: &str, uid: u32, pid: u32, reader: JudgeReader) -> Result<Option<Vec<u8>>, AuthorityError> {
+    pub fn judge_next(
+        &self,
+        name: &str,
+        uid: u32,
+        reader: JudgeReader,
+    ) -> Result<(), AuthorityError> {
         self.operator_only(uid)?;
         let mut state = lock(&self.state);
         let judge = state
             .attached
             .get_mut(name)
             .ok_or_else(|| AuthorityError::NotFound(format!("no judge {name:?}")))?;
-        judge.readers.push((pid, reader));
+        judge.readers.push(reader);
         self.deliver(&mut state, name);
-        Ok(None)
+        Ok(())
+    }
+
+    /// `judges/<name>/lease` opened: the judge holds a lease while alive.
+    pub fn judge_lease_opened(&self, name: &str, uid: u32) -> Result<(), AuthorityError> {
+        self.operator_only(uid)?;
+        let mut state = lock(&self.state);
+        let judge = state
+            .attached
+            .get_mut(name)
+            .ok_or_else(|| AuthorityError::NotFound(format!("no judge {name:?}")))?;
+        judge.leases += 1;
+        Ok(())
+    }
+
+    /// A lease handle closed; the last one means the judge went away: it
+    /// is detached and its pending reviews count as `defer`.
+    pub fn judge_lease_closed(&self, name: &str) {
+        let mut state = lock(&self.state);
+        let Some(judge) = state.attached.get_mut(name) else {
+            return;
+        };
+        judge.leases = judge.leases.saturating_sub(1);
+        if judge.leases == 0 {
+            state.attached.remove(name);
+            tracing::info!(judge = %name, "judge went away (its lease closed)");
+            self.defer_reviews_of(&mut state, name, "the judge went away");
+        }
     }
 
     /// A verdict written to `judges/<name>/verdict`:
     /// `{"reviewId": "…", "verdict": "allow"|"deny"|"defer", "reason": "…"}`.
     pub fn judge_verdict(&self, name: &str, uid: u32, text: &str) -> Result<(), AuthorityError> {
         self.operator_only(uid)?;
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| AuthorityError::Invalid(format!("verdict is not JSON: {e}")))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| AuthorityError::Invalid(format!("verdict is not JSON: {e}")))?;
         let review_id = value
             .get("reviewId")
             .and_then(Value::as_str)
@@ -384,8 +444,7 @@ impl Authority {
         Ok(())
     }
 
-    /// Reviews past their link's timeout, or taken by a judge process
-    /// that is gone, count as `defer`.
+    /// Reviews past their link's timeout count as `defer`.
     pub(super) fn expire_reviews(&self, state: &mut State, now: Instant) {
         let stale: Vec<(String, String, &'static str)> = state
             .reviews
@@ -393,9 +452,11 @@ impl Authority {
             .filter_map(|r| r.current.as_ref())
             .filter_map(|c| {
                 if c.deadline <= now {
-                    Some((c.review_id.clone(), c.link.clone(), "the link did not answer in time"))
-                } else if c.taken_by.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
-                    Some((c.review_id.clone(), c.link.clone(), "the judge process is gone"))
+                    Some((
+                        c.review_id.clone(),
+                        c.link.clone(),
+                        "the link did not answer in time",
+                    ))
                 } else {
                     None
                 }
