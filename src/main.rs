@@ -16,6 +16,7 @@ fn main() {
         Command::Resolve(args) => permfs::cli::resolve::run(args),
         Command::CheckConfig(args) => permfs::cli::check_config::run(args),
         Command::Mount(args) => permfs::cli::mount::run(args),
+        Command::Audit(command) => permfs::cli::audit::run(command),
     };
     std::process::exit(code);
 }

@@ -1,5 +1,6 @@
 //! The `permfs` command line: thin wrappers over the library.
 
+pub mod audit;
 pub mod check_config;
 pub mod mount;
 pub mod resolve;
@@ -23,6 +24,9 @@ pub enum Command {
     Resolve(resolve::ResolveArgs),
     /// Validate config files and agent files; print the rules they compose to.
     CheckConfig(check_config::CheckConfigArgs),
+    /// Work with the audit log.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Mount the permission authority at MOUNTPOINT (foreground).
     Mount(mount::MountArgs),
 }

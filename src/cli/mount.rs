@@ -14,7 +14,8 @@ pub struct MountArgs {
     /// Directory of `<agent>.md` files.
     #[arg(long)]
     pub agents_dir: Option<PathBuf>,
-    /// Where the daemon keeps its state (audit log; reserved).
+    /// Where the daemon keeps its state: the audit log
+    /// (default: $XDG_STATE_HOME/permfs, or ~/.local/state/permfs).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
     /// FUSE worker threads (blocked readers use none).
@@ -31,6 +32,7 @@ pub fn run(args: MountArgs) -> i32 {
         mountpoint: args.mountpoint,
         config,
         agents_dir: args.agents_dir,
+        state_dir: args.state_dir,
         threads: args.threads,
     })
 }

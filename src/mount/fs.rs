@@ -53,6 +53,10 @@ pub struct PermFs {
     judge_payloads: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
     /// Open `lease` handles → judge name.
     leases: Mutex<HashMap<u64, String>>,
+    /// Open `events` handles → (session, cursor).
+    event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
+    /// Where the audit log is, for `audit.log`.
+    audit_path: Option<std::path::PathBuf>,
     pub parked: Parked,
     next_waiter: AtomicU64,
 }
@@ -74,7 +78,7 @@ fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
 }
 
 impl PermFs {
-    pub fn new(authority: Arc<Authority>) -> Self {
+    pub fn new(authority: Arc<Authority>, audit_path: Option<std::path::PathBuf>) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Self {
@@ -89,6 +93,8 @@ impl PermFs {
             served: Arc::new(Mutex::new(HashMap::new())),
             judge_payloads: Arc::new(Mutex::new(HashMap::new())),
             leases: Mutex::new(HashMap::new()),
+            event_cursors: Mutex::new(HashMap::new()),
+            audit_path,
             parked: Arc::new(Mutex::new(HashMap::new())),
             next_waiter: AtomicU64::new(1),
         }
@@ -102,6 +108,7 @@ impl PermFs {
     fn exists(&self, node: &Node) -> bool {
         match node {
             Node::Root | Node::Readme | Node::SessionsDir | Node::JudgesDir => true,
+            Node::AuditLog => self.audit_path.is_some(),
             Node::JudgeDir(j)
             | Node::JudgeNext(j)
             | Node::JudgeVerdict(j)
@@ -110,6 +117,8 @@ impl PermFs {
             | Node::SessionJson(s)
             | Node::RulesJson(s)
             | Node::Ctl(s)
+            | Node::Events(s)
+            | Node::Query(s)
             | Node::OutboxDir(s)
             | Node::InboxDir(s)
             | Node::GrantsDir(s)
@@ -137,6 +146,8 @@ impl PermFs {
         };
         match node {
             Node::Readme => Some(README_TEXT.as_bytes().to_vec()),
+            Node::AuditLog => self.audit_path.as_ref().and_then(|p| std::fs::read(p).ok()),
+            Node::Query(s) => Some(self.authority.query_result(s)),
             Node::SessionJson(s) => self.authority.session_view(s).map(json),
             Node::RulesJson(s) => self.authority.rules_view(s).map(json),
             Node::InboxItem(s, a) => self.authority.describe_pending(s, a),
@@ -164,7 +175,7 @@ impl PermFs {
             }
             n if n.is_dir() => (FileType::Directory, 0o755),
             Node::Ctl(_) | Node::JudgeVerdict(_) => (FileType::RegularFile, 0o222),
-            Node::Request(..) => (FileType::RegularFile, 0o666),
+            Node::Request(..) | Node::Query(_) => (FileType::RegularFile, 0o666),
             Node::InboxItem(..) => (FileType::RegularFile, 0o666),
             Node::Grant(..) => (FileType::RegularFile, 0o644),
             _ => (FileType::RegularFile, 0o444),
@@ -200,6 +211,7 @@ impl PermFs {
                 "README" => Node::Readme,
                 "sessions" => Node::SessionsDir,
                 "judges" => Node::JudgesDir,
+                "audit.log" => Node::AuditLog,
                 _ => return None,
             },
             Node::JudgesDir => Node::JudgeDir(name.to_string()),
@@ -214,6 +226,8 @@ impl PermFs {
                 "session.json" => Node::SessionJson(s.clone()),
                 "rules.json" => Node::RulesJson(s.clone()),
                 "ctl" => Node::Ctl(s.clone()),
+                "events" => Node::Events(s.clone()),
+                "query" => Node::Query(s.clone()),
                 "outbox" => Node::OutboxDir(s.clone()),
                 "inbox" => Node::InboxDir(s.clone()),
                 "grants" => Node::GrantsDir(s.clone()),
@@ -254,6 +268,7 @@ impl PermFs {
                 ("README", Node::Readme),
                 ("sessions", Node::SessionsDir),
                 ("judges", Node::JudgesDir),
+                ("audit.log", Node::AuditLog),
             ]),
             Node::JudgesDir => self
                 .authority
@@ -276,6 +291,8 @@ impl PermFs {
                 ("session.json", Node::SessionJson(s.clone())),
                 ("rules.json", Node::RulesJson(s.clone())),
                 ("ctl", Node::Ctl(s.clone())),
+                ("events", Node::Events(s.clone())),
+                ("query", Node::Query(s.clone())),
                 ("outbox", Node::OutboxDir(s.clone())),
                 ("inbox", Node::InboxDir(s.clone())),
                 ("grants", Node::GrantsDir(s.clone())),
@@ -407,6 +424,61 @@ impl PermFs {
         }
     }
 
+    /// `events`: a blocking stream; each read returns the lines this
+    /// handle has not seen (waiting for the next one when there are none).
+    fn read_events(&self, req: &Request, fh: u64, size: u32, reply: ReplyData) {
+        let Some((session, cursor)) = self
+            .event_cursors
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh).cloned())
+        else {
+            return reply.error(Errno::EBADF);
+        };
+        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
+        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let for_delivery = Arc::clone(&slot);
+        let parked = Arc::clone(&self.parked);
+        let deliver: crate::session::events::EventDeliver = Box::new(move |bytes: Vec<u8>| {
+            let Some(reply) = for_delivery.lock().ok().and_then(|mut s| s.take()) else {
+                return false;
+            };
+            if let Ok(mut map) = parked.lock() {
+                map.remove(&waiter_id);
+            }
+            reply.data(&bytes);
+            true
+        });
+        if let Ok(mut map) = self.parked.lock() {
+            map.insert(
+                waiter_id,
+                (format!("events:{session}"), req.pid(), Arc::clone(&slot)),
+            );
+        }
+        match self
+            .authority
+            .events_read(&session, &cursor, size as usize, deliver)
+        {
+            Ok(None) => {}
+            Ok(Some(bytes)) => {
+                if let Ok(mut map) = self.parked.lock() {
+                    map.remove(&waiter_id);
+                }
+                if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                    reply.data(&bytes);
+                }
+            }
+            Err(error) => {
+                if let Ok(mut map) = self.parked.lock() {
+                    map.remove(&waiter_id);
+                }
+                if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                    reply.error(errno(&error));
+                }
+            }
+        }
+    }
+
     fn control(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
         let mut words = text.split_whitespace();
         match words.next() {
@@ -508,6 +580,16 @@ impl Filesystem for PermFs {
                 leases.insert(fh, name.clone());
             }
         }
+        if let Node::Events(session) = &node {
+            match self.authority.events_open(session) {
+                Ok(cursor) => {
+                    if let Ok(mut cursors) = self.event_cursors.lock() {
+                        cursors.insert(fh, (session.clone(), cursor));
+                    }
+                }
+                Err(error) => return reply.error(errno(&error)),
+            }
+        }
         if matches!(node, Node::Response(..)) {
             if let Ok(mut map) = self.nonblocking.lock() {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
@@ -586,6 +668,9 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
+        if let Node::Events(_) = &node {
+            return self.read_events(req, fh.0, size, reply);
+        }
         if let Node::JudgeNext(name) = &node {
             return self.read_judge_next(req, name, fh.0, offset, size, reply);
         }
@@ -696,6 +781,7 @@ impl Filesystem for PermFs {
                 self.authority.decide(session, ask, req.uid(), &text())
             }
             Node::Ctl(session) => self.control(session, &text()),
+            Node::Query(session) => self.authority.query(session, &text()),
             Node::JudgeVerdict(name) => self.authority.judge_verdict(name, req.uid(), &text()),
             _ => return reply.error(Errno::EACCES),
         };
@@ -743,6 +829,9 @@ impl Filesystem for PermFs {
             map.remove(&fh.0);
         }
         if let Ok(mut map) = self.judge_payloads.lock() {
+            map.remove(&fh.0);
+        }
+        if let Ok(mut map) = self.event_cursors.lock() {
             map.remove(&fh.0);
         }
         if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh.0)) {

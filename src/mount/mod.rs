@@ -22,7 +22,17 @@ pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
     pub agents_dir: Option<PathBuf>,
+    /// Where the audit log lives (default: `$XDG_STATE_HOME/permfs`).
+    pub state_dir: Option<PathBuf>,
     pub threads: usize,
+}
+
+/// `$XDG_STATE_HOME/permfs`, or `~/.local/state/permfs`.
+pub fn default_state_dir() -> PathBuf {
+    match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("permfs"),
+        None => PathBuf::from(crate::facts::path_text::home_dir()).join(".local/state/permfs"),
+    }
 }
 
 /// Whether `path` is already a FUSE mount point (a second daemon there
@@ -209,7 +219,20 @@ pub fn run(options: MountOptions) -> i32 {
     }
 
     let signals = block_termination_signals();
-    let filesystem = fs::PermFs::new(Arc::clone(&authority));
+    let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
+    let audit_path = state_dir.join("audit.log");
+    match crate::session::audit::AuditLog::open(&audit_path) {
+        Ok(log) => authority.set_audit(Arc::new(log)),
+        Err(error) => {
+            eprintln!(
+                "permfs mount: cannot open the audit log {}: {error}",
+                audit_path.display()
+            );
+            return 2;
+        }
+    }
+    tracing::info!(audit = %audit_path.display(), "recording decisions");
+    let filesystem = fs::PermFs::new(Arc::clone(&authority), Some(audit_path));
     let parked = Arc::clone(&filesystem.parked);
     let parked_at_exit = Arc::clone(&parked);
     let mut config = Config::default();

@@ -134,6 +134,21 @@ impl CompiledRules {
             .collect())
     }
 
+    /// Every rule on `surface` that matches `value`, in rule order (for
+    /// explanations; judging needs only the last).
+    pub fn all_matches(&self, surface: &str, value: &str) -> Result<Vec<usize>, CompileError> {
+        let index = self.surface_index(surface)?;
+        let mut rules: Vec<usize> = index
+            .set
+            .matches(value)
+            .into_iter()
+            .map(|g| index.glob_rule[g])
+            .collect();
+        rules.sort_unstable();
+        rules.dedup();
+        Ok(rules)
+    }
+
     /// Whether rule `index` matches `value` (used to report which alias the
     /// winning rule matched).
     pub fn rule_matches(

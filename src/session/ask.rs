@@ -116,6 +116,8 @@ pub type Waiter = Box<dyn FnOnce(Arc<Response>) + Send>;
 pub struct Ask {
     pub id: AskId,
     pub origin: String,
+    /// The asking session's agent, kept for the audit log.
+    pub agent: Option<String>,
     pub rid: String,
     pub request: Option<Request>,
     pub facts: FactSet,

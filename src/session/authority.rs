@@ -60,6 +60,11 @@ pub(super) struct State {
     pub(super) attached: std::collections::BTreeMap<String, super::review::AttachedJudge>,
     /// Configured links found missing (logged once each).
     pub(super) missing_logged: std::collections::HashSet<String>,
+    /// Each session's inbox event stream.
+    pub(super) events: HashMap<SessionId, super::events::EventLog>,
+    /// Each session's last dry-run answer.
+    pub(super) queries: HashMap<SessionId, Vec<u8>>,
+    pub(super) audit: Option<Arc<super::audit::AuditLog>>,
 }
 
 pub struct Authority {
@@ -180,6 +185,12 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no session {id:?}")));
         }
         let removed = state.tree.remove(id);
+        for session in &removed {
+            if let Some(mut log) = state.events.remove(session) {
+                log.close();
+            }
+            state.queries.remove(session);
+        }
         let ended: Vec<AskId> = state
             .asks
             .values()
@@ -289,6 +300,7 @@ impl Authority {
                 id: ask_id.clone(),
                 origin: origin.id.clone(),
                 rid: rid.to_string(),
+                agent: origin.agent.clone(),
                 request,
                 facts,
                 hops: Vec::new(),
@@ -420,6 +432,102 @@ impl Authority {
             }
         }
         worst.ok_or_else(|| "no agent to judge for".into())
+    }
+
+    /// Records every decision from now on in `log`.
+    pub fn set_audit(&self, log: Arc<super::audit::AuditLog>) {
+        lock(&self.state).audit = Some(log);
+    }
+
+    /// A new reader of `session`'s events: it sees what happens from now.
+    pub fn events_open(&self, session: &str) -> Result<super::events::Cursor, AuthorityError> {
+        let mut state = lock(&self.state);
+        if state.tree.get(session).is_none() {
+            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+        }
+        let next = state
+            .events
+            .entry(session.to_string())
+            .or_default()
+            .next_seq();
+        Ok(Arc::new(Mutex::new(next)))
+    }
+
+    /// Events after `cursor` now, or `None` with `deliver` parked until
+    /// there are some.
+    pub fn events_read(
+        &self,
+        session: &str,
+        cursor: &super::events::Cursor,
+        max: usize,
+        deliver: super::events::EventDeliver,
+    ) -> Result<Option<Vec<u8>>, AuthorityError> {
+        let mut state = lock(&self.state);
+        if state.tree.get(session).is_none() {
+            return Ok(Some(Vec::new()));
+        }
+        let log = state.events.entry(session.to_string()).or_default();
+        if log.has_news(cursor) {
+            return Ok(Some(log.take(cursor, max)));
+        }
+        log.park(Arc::clone(cursor), max, deliver);
+        Ok(None)
+    }
+
+    /// A dry run at `session`: the verdict its recorded authority gives the
+    /// request now, with every rule that matched. Changes nothing.
+    pub fn query(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
+        let (cwd, agent, principal, grants) = {
+            let state = lock(&self.state);
+            let s = state
+                .tree
+                .get(session)
+                .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+            let principal = Principal {
+                session_id: s.id.clone(),
+                agent_name: s.agent.clone(),
+            };
+            (
+                s.cwd.clone(),
+                s.agent.clone(),
+                principal,
+                Arc::clone(&s.compiled_grants),
+            )
+        };
+        let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
+        let facts = Requester::new(&cwd, principal).facts(&request.form);
+        let policy = self
+            .loader
+            .policy(&cwd, agent.as_deref())
+            .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
+        let (_, explanation) = crate::engine::explain(&[&policy.rules, &grants], &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let answer = serde_json::json!({
+            "session": session,
+            "agent": agent,
+            "dryRun": true,
+            "facts": facts.intents,
+            "verdict": explanation,
+            "grantsConsulted": grants.rules(),
+            "policyIssues": policy.issues,
+            "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+        });
+        let mut bytes = serde_json::to_vec_pretty(&answer).unwrap_or_default();
+        bytes.push(b'\n');
+        lock(&self.state).queries.insert(session.to_string(), bytes);
+        Ok(())
+    }
+
+    /// The last dry-run answer at `session`.
+    pub fn query_result(&self, session: &str) -> Vec<u8> {
+        lock(&self.state)
+            .queries
+            .get(session)
+            .cloned()
+            .unwrap_or_else(|| {
+                b"write a request here (same forms as outbox requests), then read the verdict\n"
+                    .to_vec()
+            })
     }
 
     /// Parks `waiter` until the ask is answered, or returns the answer now.
@@ -954,11 +1062,49 @@ pub(super) fn finish(
         hops: ask.hops.clone(),
     });
     ask.response = Some(Arc::clone(&response));
-    ask.pending_at = None;
+    let was_waiting_at = ask.pending_at.take();
     let latency = ask.created.elapsed();
-    tracing::info!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
+    tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
     for (_, waiter) in ask.waiters.drain(..) {
         waiter(Arc::clone(&response));
+    }
+    let audit_entry = serde_json::json!({
+        "time": response.responded_at,
+        "askId": ask.id,
+        "session": ask.origin,
+        "agent": ask.agent,
+        "request": ask.rid,
+        "facts": response.facts,
+        "outcome": response.outcome,
+        "decidedBy": response.decided_by,
+        "hops": response.hops,
+        "latencyMs": latency.as_secs_f64() * 1000.0,
+    });
+    let event = serde_json::json!({
+        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
+        "askId": ask.id,
+        "from": ask.origin,
+        "outcome": response.outcome,
+        "decidedBy": response.decided_by,
+    });
+    if let Some(session) = was_waiting_at {
+        publish(state, &session, event);
+    }
+    if let (Some(audit), serde_json::Value::Object(entry)) = (&state.audit, audit_entry) {
+        if let Err(error) = audit.append(entry) {
+            tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
+        }
+    }
+}
+
+/// Adds an event to a session's stream (created on first use).
+pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value) {
+    if state.tree.get(session).is_some() {
+        state
+            .events
+            .entry(session.to_string())
+            .or_default()
+            .publish(event);
     }
 }
 

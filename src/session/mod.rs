@@ -2,8 +2,10 @@
 //! mount is a thin adapter over [`authority::Authority`].
 
 pub mod ask;
+pub mod audit;
 pub mod authority;
 pub mod chain;
+pub mod events;
 pub mod review;
 pub mod tree;
 

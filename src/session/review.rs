@@ -183,9 +183,18 @@ impl Authority {
     fn terminal(&self, state: &mut State, ask_id: &str, review: Option<Review>) {
         let Some(review) = review else { return };
         if review.interactive {
-            if let Some(ask) = state.asks.get_mut(ask_id) {
-                ask.pending_at = Some(review.node);
-            }
+            let Some(ask) = state.asks.get_mut(ask_id) else {
+                return;
+            };
+            ask.pending_at = Some(review.node.clone());
+            let event = json!({
+                "event": "arrived",
+                "askId": ask.id,
+                "from": ask.origin,
+                "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+                "facts": ask.facts.intents,
+            });
+            super::authority::publish(state, &review.node, event);
         } else {
             finish(
                 state,

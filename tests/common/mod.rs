@@ -49,6 +49,8 @@ impl Daemon {
             .arg(&mountpoint)
             .arg("--config")
             .arg(&config_path)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .current_dir(cwd.unwrap_or(&work))
             .env("PERMFS_LOG", "warn,fuser=error")
             .stdin(Stdio::null())
@@ -65,6 +67,11 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         daemon
+    }
+
+    /// The daemon's audit log file (in its state directory).
+    pub fn audit_file(&self) -> PathBuf {
+        self.dir.path().join("state").join("audit.log")
     }
 
     /// A session directory by id (`main`, `main/worker`, …).
