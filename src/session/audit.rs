@@ -61,20 +61,18 @@ pub fn redact(value: &mut Value) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(redact),
-        Value::String(text) => {
-            if SECRET_ASSIGNMENT.is_match(text) {
-                *text = SECRET_ASSIGNMENT
-                    .replace_all(text, |captures: &regex::Captures<'_>| {
-                        match (captures.get(1), captures.get(3)) {
-                            (Some(name), _) if is_secret_name(name.as_str()) => {
-                                format!("{}={REDACTED}", name.as_str())
-                            }
-                            (_, Some(header)) => format!("{}: {REDACTED}", header.as_str()),
-                            _ => captures[0].to_string(),
+        Value::String(text) if SECRET_ASSIGNMENT.is_match(text) => {
+            *text = SECRET_ASSIGNMENT
+                .replace_all(text, |captures: &regex::Captures<'_>| {
+                    match (captures.get(1), captures.get(3)) {
+                        (Some(name), _) if is_secret_name(name.as_str()) => {
+                            format!("{}={REDACTED}", name.as_str())
                         }
-                    })
-                    .into_owned();
-            }
+                        (_, Some(header)) => format!("{}: {REDACTED}", header.as_str()),
+                        _ => captures[0].to_string(),
+                    }
+                })
+                .into_owned();
         }
         _ => {}
     }
