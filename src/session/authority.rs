@@ -350,7 +350,7 @@ impl Authority {
                 );
                 return;
             };
-            let agents = agents_below(&state.tree, &ask.origin, &node_id);
+            let agents = agents_for(&state.tree, &ask.origin);
             let mut families = Vec::new();
             let (verdict, decided_by, reason) = match self.judge_at(node, &agents, ask) {
                 Ok(judgment) => {
@@ -773,7 +773,7 @@ impl Authority {
             let Some(node) = state.tree.get(session) else {
                 continue;
             };
-            let agents = agents_below(&state.tree, &ask.origin, session);
+            let agents = agents_for(&state.tree, &ask.origin);
             let covered = self
                 .judge_at(node, &agents, ask)
                 .map(|j| (j.state, decided_by_for(&j)))
@@ -905,20 +905,21 @@ fn recompile_grants(node: &mut super::tree::Session) {
     }
 }
 
-/// The agents a node judges for: the origin's, then each relaying
-/// session's strictly below `node` (deduplicated, origin first).
-fn agents_below(tree: &SessionTree, origin: &str, node: &str) -> Vec<Option<String>> {
+/// The agents every node judges an ask for: the asking session's own,
+/// then the agent of each session above it on its spawn chain (sessions
+/// with no agent add nothing). The most restrictive judgment wins, so a
+/// session cannot gain anywhere, not even at its own node, by being
+/// spawned under a more privileged agent's name: a spawner never lends a
+/// child more than the agents above it have. This covers the brief's rule
+/// (at a node, every agent on the chain below it) and closes the gap it
+/// leaves at the lower nodes.
+fn agents_for(tree: &SessionTree, origin: &str) -> Vec<Option<String>> {
     let mut agents: Vec<Option<String>> = Vec::new();
     let mut cursor = tree.get(origin);
     while let Some(session) = cursor {
-        if session.id == node && !agents.is_empty() {
-            break;
-        }
-        if !agents.contains(&session.agent) {
+        let is_origin = session.id == origin;
+        if (is_origin || session.agent.is_some()) && !agents.contains(&session.agent) {
             agents.push(session.agent.clone());
-        }
-        if session.id == node {
-            break;
         }
         cursor = session.parent.as_ref().and_then(|p| tree.get(p));
     }
@@ -1181,6 +1182,64 @@ mod tests {
             authority.decide("main", &pending, 0, "allow"),
             Err(AuthorityError::AlreadyDecided(_))
         ));
+    }
+
+    #[test]
+    fn a_spawner_cannot_lend_a_child_a_more_privileged_agent() {
+        let (authority, dir) = authority(
+            r#"{"permission": {"bash": "ask"}, "agents": {"admin": {"bash": "allow"}, "worker": {"bash": {"*": "ask", "rm *": "deny"}}}}"#,
+        );
+        let cwd = dir.path().to_string_lossy().into_owned();
+        authority
+            .add_root(
+                "main",
+                SpawnSpec {
+                    interactive: true,
+                    ..Default::default()
+                },
+                &cwd,
+            )
+            .expect("root");
+        let admin = SpawnSpec {
+            agent: Some("admin".into()),
+            ..Default::default()
+        };
+        let direct = authority.spawn("main", "a", admin.clone()).expect("child");
+        let ok = authority
+            .submit(&direct, "r", br#"{"surface":"bash","value":"rm x"}"#)
+            .expect("ok");
+        assert_eq!(
+            authority.response(&ok).map(|r| r.outcome),
+            Some(Outcome::Allow),
+            "admin itself may"
+        );
+
+        let worker = authority
+            .spawn(
+                "main",
+                "w",
+                SpawnSpec {
+                    agent: Some("worker".into()),
+                    ..Default::default()
+                },
+            )
+            .expect("child");
+        let disguised = authority.spawn(&worker, "g", admin).expect("grandchild");
+        let denied = authority
+            .submit(&disguised, "r", br#"{"surface":"bash","value":"rm x"}"#)
+            .expect("ok");
+        assert_eq!(
+            authority.response(&denied).map(|r| r.outcome),
+            Some(Outcome::Deny)
+        );
+        let asked = authority
+            .submit(&disguised, "s", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        assert!(
+            authority.response(&asked).is_none(),
+            "worker's ask still applies"
+        );
+        assert_eq!(authority.inbox("main"), vec![asked]);
     }
 
     #[test]
