@@ -4,6 +4,7 @@
 //! answer (or the interrupt watcher) takes, so no thread waits per asker.
 
 use super::nodes::{Inodes, Node};
+use super::parking::{Parked, ParkedRead};
 use crate::session::ask::Response;
 use crate::session::review::JudgeReader;
 use crate::session::{Authority, AuthorityError, SpawnSpec};
@@ -19,13 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 const TTL: Duration = Duration::ZERO;
+
 pub const README_TEXT: &str = include_str!("README.mount.txt");
-
-/// A parked reader: whoever takes the reply first answers it.
-pub type ReplySlot = Arc<Mutex<Option<ReplyData>>>;
-
-/// Parked readers, for the interrupt watcher: waiter id → (ask, pid, slot).
-pub type Parked = Arc<Mutex<HashMap<u64, (String, u32, ReplySlot)>>>;
 
 /// A request file being written.
 #[derive(Debug)]
@@ -58,7 +54,6 @@ pub struct PermFs {
     /// Where the audit log is, for `audit.log`.
     audit_path: Option<std::path::PathBuf>,
     pub parked: Parked,
-    next_waiter: AtomicU64,
 }
 
 fn errno(error: &AuthorityError) -> Errno {
@@ -96,7 +91,6 @@ impl PermFs {
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
             parked: Arc::new(Mutex::new(HashMap::new())),
-            next_waiter: AtomicU64::new(1),
         }
     }
 
@@ -390,37 +384,23 @@ impl PermFs {
         {
             return reply.data(slice(&bytes, offset, size));
         }
-        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
-        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-        let for_delivery = Arc::clone(&slot);
-        let parked = Arc::clone(&self.parked);
+        let read = ParkedRead::park(&self.parked, format!("judge:{name}"), req.pid(), reply);
+        let delivery = read.clone();
         let payloads = Arc::clone(&self.judge_payloads);
         let reader: JudgeReader = Box::new(move |bytes: &[u8]| {
-            let Some(reply) = for_delivery.lock().ok().and_then(|mut s| s.take()) else {
-                return false;
-            };
-            if let Ok(mut map) = parked.lock() {
-                map.remove(&waiter_id);
-            }
             if let Ok(mut map) = payloads.lock() {
                 map.insert(fh, bytes.to_vec());
             }
-            reply.data(slice(bytes, offset, size));
-            true
+            let delivered = delivery.answer(slice(bytes, offset, size));
+            if !delivered {
+                if let Ok(mut map) = payloads.lock() {
+                    map.remove(&fh);
+                }
+            }
+            delivered
         });
-        if let Ok(mut map) = self.parked.lock() {
-            map.insert(
-                waiter_id,
-                (format!("judge:{name}"), req.pid(), Arc::clone(&slot)),
-            );
-        }
         if let Err(error) = self.authority.judge_next(name, req.uid(), reader) {
-            if let Ok(mut map) = self.parked.lock() {
-                map.remove(&waiter_id);
-            }
-            if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                reply.error(errno(&error));
-            }
+            read.fail(errno(&error));
         }
     }
 
@@ -435,47 +415,19 @@ impl PermFs {
         else {
             return reply.error(Errno::EBADF);
         };
-        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
-        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-        let for_delivery = Arc::clone(&slot);
-        let parked = Arc::clone(&self.parked);
-        let deliver: crate::session::events::EventDeliver = Box::new(move |bytes: Vec<u8>| {
-            let Some(reply) = for_delivery.lock().ok().and_then(|mut s| s.take()) else {
-                return false;
-            };
-            if let Ok(mut map) = parked.lock() {
-                map.remove(&waiter_id);
-            }
-            reply.data(&bytes);
-            true
-        });
-        if let Ok(mut map) = self.parked.lock() {
-            map.insert(
-                waiter_id,
-                (format!("events:{session}"), req.pid(), Arc::clone(&slot)),
-            );
-        }
+        let read = ParkedRead::park(&self.parked, format!("events:{session}"), req.pid(), reply);
+        let delivery = read.clone();
+        let deliver: crate::session::events::EventDeliver =
+            Box::new(move |bytes: Vec<u8>| delivery.answer(&bytes));
         match self
             .authority
             .events_read(&session, &cursor, size as usize, deliver)
         {
             Ok(None) => {}
             Ok(Some(bytes)) => {
-                if let Ok(mut map) = self.parked.lock() {
-                    map.remove(&waiter_id);
-                }
-                if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                    reply.data(&bytes);
-                }
+                read.answer(&bytes);
             }
-            Err(error) => {
-                if let Ok(mut map) = self.parked.lock() {
-                    map.remove(&waiter_id);
-                }
-                if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                    reply.error(errno(&error));
-                }
-            }
+            Err(error) => read.fail(errno(&error)),
         }
     }
 
@@ -693,41 +645,22 @@ impl Filesystem for PermFs {
             if nonblocking {
                 return reply.error(Errno::EAGAIN);
             }
-            let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
-            let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-            let for_answer = Arc::clone(&slot);
-            let parked = Arc::clone(&self.parked);
+            let read = ParkedRead::park(&self.parked, ask.clone(), req.pid(), reply);
+            let delivery = read.clone();
             let served = Arc::clone(&self.served);
             let handle = fh.0;
             let waiter = Box::new(move |response: Arc<Response>| {
-                if let Ok(mut map) = parked.lock() {
-                    map.remove(&waiter_id);
-                }
                 if let Ok(mut served) = served.lock() {
                     served.insert(handle, Arc::clone(&response));
                 }
-                if let Some(reply) = for_answer.lock().ok().and_then(|mut s| s.take()) {
-                    reply.data(slice(&response.to_json(), offset, size));
-                }
+                delivery.answer(slice(&response.to_json(), offset, size));
             });
-            if let Ok(mut map) = self.parked.lock() {
-                map.insert(waiter_id, (ask.clone(), req.pid(), Arc::clone(&slot)));
-            }
-            match self.authority.wait(&ask, waiter_id, waiter) {
+            match self.authority.wait(&ask, waiter) {
                 Ok(None) => {}
                 Ok(Some(response)) => {
-                    if let Ok(mut map) = self.parked.lock() {
-                        map.remove(&waiter_id);
-                    }
-                    if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                        reply.data(slice(&response.to_json(), offset, size));
-                    }
+                    read.answer(slice(&response.to_json(), offset, size));
                 }
-                Err(error) => {
-                    if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                        reply.error(errno(&error));
-                    }
-                }
+                Err(error) => read.fail(errno(&error)),
             }
             return;
         }
@@ -968,11 +901,10 @@ impl Filesystem for PermFs {
         let Some(ask) = self.authority.ask_for(&session, &rid) else {
             return reply.error(Errno::ENOENT);
         };
-        let waiter_id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let waiter = Box::new(move |_: Arc<Response>| {
             let _ = notifier.notify();
         });
-        match self.authority.wait(&ask, waiter_id, waiter) {
+        match self.authority.wait(&ask, waiter) {
             Ok(Some(_)) => reply.poll(PollEvents::POLLIN),
             Ok(None) => reply.poll(PollEvents::empty()),
             Err(error) => reply.error(errno(&error)),

@@ -2,6 +2,7 @@
 
 pub mod fs;
 pub mod nodes;
+pub mod parking;
 
 use crate::policy::layers::{PolicyLoader, PolicySources};
 use crate::session::{Authority, SpawnSpec};
@@ -298,7 +299,7 @@ pub fn run(options: MountOptions) -> i32 {
                         .filter(|(_, pid)| has_pending_signal(*pid))
                         .map(|(id, _)| id)
                         .collect();
-                    let interrupted: Vec<fs::ReplySlot> = match parked.lock() {
+                    let interrupted: Vec<parking::ReplySlot> = match parked.lock() {
                         Ok(mut map) => signalled
                             .into_iter()
                             .filter_map(|id| map.remove(&id).map(|(_, _, slot)| slot))
@@ -336,17 +337,9 @@ pub fn run(options: MountOptions) -> i32 {
     let signal = wait_for_termination(&signals);
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
     authority.cancel_all();
-    // Readers still parked (judges waiting for reviews) are released so the
-    // mount is not busy.
-    let leftover: Vec<fs::ReplySlot> = parked_at_exit
-        .lock()
-        .map(|mut map| map.drain().map(|(_, (_, _, slot))| slot).collect())
-        .unwrap_or_default();
-    for slot in leftover {
-        if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-            reply.error(Errno::from_i32(libc::ESHUTDOWN));
-        }
-    }
+    // Readers still parked (judges waiting for reviews, event watchers) are
+    // released so the mount is not busy.
+    parking::release_all(&parked_at_exit, Errno::from_i32(libc::ESHUTDOWN));
     stop.store(true, Ordering::Relaxed);
     if let Ok(handle) = watcher {
         let _ = handle.join();

@@ -125,7 +125,7 @@ pub struct Ask {
     /// The session whose inbox holds it while it waits for a person.
     pub pending_at: Option<String>,
     pub response: Option<Arc<Response>>,
-    pub waiters: Vec<(u64, Waiter)>,
+    pub waiters: Vec<Waiter>,
     pub created: Instant,
     pub deadline: Instant,
 }

@@ -534,7 +534,6 @@ impl Authority {
     pub fn wait(
         &self,
         ask_id: &str,
-        waiter_id: u64,
         waiter: Waiter,
     ) -> Result<Option<Arc<Response>>, AuthorityError> {
         let mut state = lock(&self.state);
@@ -545,16 +544,8 @@ impl Authority {
         if let Some(response) = &ask.response {
             return Ok(Some(Arc::clone(response)));
         }
-        ask.waiters.push((waiter_id, waiter));
+        ask.waiters.push(waiter);
         Ok(None)
-    }
-
-    /// Takes a parked waiter back (its caller was interrupted).
-    pub fn unpark(&self, ask_id: &str, waiter_id: u64) -> Option<Waiter> {
-        let mut state = lock(&self.state);
-        let ask = state.asks.get_mut(ask_id)?;
-        let position = ask.waiters.iter().position(|(id, _)| *id == waiter_id)?;
-        Some(ask.waiters.swap_remove(position).1)
     }
 
     pub fn response(&self, ask_id: &str) -> Option<Arc<Response>> {
@@ -836,16 +827,6 @@ impl Authority {
         }
     }
 
-    /// Parked waiters, for the interrupt watcher: (ask, waiter id).
-    pub fn parked(&self) -> Vec<(AskId, u64)> {
-        let state = lock(&self.state);
-        state
-            .asks
-            .values()
-            .flat_map(|a| a.waiters.iter().map(move |(w, _)| (a.id.clone(), *w)))
-            .collect()
-    }
-
     /// The principal chain and effective policy of a session, for
     /// `session.json` and `rules.json`.
     pub fn session_view(&self, id: &str) -> Option<serde_json::Value> {
@@ -1066,7 +1047,7 @@ pub(super) fn finish(
     let was_waiting_at = ask.pending_at.take();
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
-    for (_, waiter) in ask.waiters.drain(..) {
+    for waiter in ask.waiters.drain(..) {
         waiter(Arc::clone(&response));
     }
     let audit_entry = serde_json::json!({
