@@ -19,7 +19,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-const TTL: Duration = Duration::ZERO;
+/// How long the kernel may cache the name and attributes of a structural
+/// node (the tree's fixed directories and files), sparing a lookup per
+/// path component on every ask. Items that come and go (requests,
+/// responses, inbox entries, grants, judges) are never cached, so `test -e`
+/// on them is always current. Every operation re-checks that its node
+/// exists, so an ended session's cached name leads only to ENOENT; file
+/// contents are never cached (direct I/O).
+const STRUCTURE_TTL: Duration = Duration::from_secs(1);
+
+fn ttl(node: &Node) -> Duration {
+    match node {
+        Node::Request(..)
+        | Node::Response(..)
+        | Node::InboxItem(..)
+        | Node::Grant(..)
+        | Node::JudgeDir(_)
+        | Node::JudgeNext(_)
+        | Node::JudgeVerdict(_)
+        | Node::JudgeLease(_) => Duration::ZERO,
+        _ => STRUCTURE_TTL,
+    }
+}
 
 pub const README_TEXT: &str = include_str!("README.mount.txt");
 
@@ -473,14 +494,14 @@ impl Filesystem for PermFs {
             return reply.error(Errno::ENOENT);
         };
         match self.node(parent).ok().and_then(|p| self.child(&p, name)) {
-            Some(node) => reply.entry(&TTL, &self.attr(&node), Generation(0)),
+            Some(node) => reply.entry(&ttl(&node), &self.attr(&node), Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.node(ino) {
-            Ok(node) => reply.attr(&TTL, &self.attr(&node)),
+            Ok(node) => reply.attr(&ttl(&node), &self.attr(&node)),
             Err(e) => reply.error(e),
         }
     }
@@ -594,7 +615,7 @@ impl Filesystem for PermFs {
         }
         let node = Node::Request(session, rid.to_string());
         reply.created(
-            &TTL,
+            &Duration::ZERO,
             &self.attr(&node),
             Generation(0),
             FileHandle(fh),
@@ -793,7 +814,7 @@ impl Filesystem for PermFs {
     ) {
         // Truncation on open (O_TRUNC from `echo >`) is accepted and ignored.
         match self.node(ino) {
-            Ok(node) => reply.attr(&TTL, &self.attr(&node)),
+            Ok(node) => reply.attr(&ttl(&node), &self.attr(&node)),
             Err(e) => reply.error(e),
         }
     }
@@ -846,7 +867,7 @@ impl Filesystem for PermFs {
         match self.node(parent) {
             Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
                 Ok(()) => reply.entry(
-                    &TTL,
+                    &Duration::ZERO,
                     &self.attr(&Node::JudgeDir(name.to_string())),
                     Generation(0),
                 ),
@@ -854,7 +875,11 @@ impl Filesystem for PermFs {
             },
             Ok(Node::ChildrenDir(s)) => {
                 match self.authority.spawn(&s, name, SpawnSpec::default()) {
-                    Ok(id) => reply.entry(&TTL, &self.attr(&Node::SessionDir(id)), Generation(0)),
+                    Ok(id) => reply.entry(
+                        &STRUCTURE_TTL,
+                        &self.attr(&Node::SessionDir(id)),
+                        Generation(0),
+                    ),
                     Err(error) => reply.error(errno(&error)),
                 }
             }
