@@ -624,3 +624,45 @@ fn a_storm_of_asks_and_decisions_loses_and_duplicates_nothing() {
     assert_eq!(decided, ASKERS * EACH, "exactly one decision won per ask");
     assert!(daemon.inbox("main").is_empty());
 }
+
+#[test]
+fn a_sandbox_bound_to_its_session_sees_only_that_subtree() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn boxed").expect("spawned");
+    std::fs::write(daemon.session("main").join("ctl"), "spawn sibling").expect("spawned");
+    let jail = daemon.dir.path().join("jail");
+    std::fs::create_dir(&jail).expect("jail dir");
+    // In a private mount namespace, only the child's directory is visible
+    // at /…/jail; from there the sandbox asks with plain file calls.
+    let script = format!(
+        "mount --bind '{session}' '{jail}' && cd '{jail}' && ls && \
+         echo '{{\"surface\":\"bash\",\"value\":\"git status\"}}' > outbox/s.request && \
+         grep -c '\"approved\": true' outbox/s.response && ls .. | grep -c sibling; true",
+        session = daemon.session("main/boxed").display(),
+        jail = jail.display()
+    );
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines.contains(&"outbox") && lines.contains(&"inbox"),
+        "the session's own files: {stdout}"
+    );
+    assert!(
+        !lines.iter().any(|l| *l == "sibling"),
+        "no sibling in view: {stdout}"
+    );
+    assert_eq!(
+        lines.iter().rev().nth(1),
+        Some(&"1"),
+        "the sandbox asked and was answered: {stdout}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"0"),
+        "the jail's parent is the host directory, not main: {stdout}"
+    );
+}
