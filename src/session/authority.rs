@@ -26,6 +26,11 @@ use std::time::{Duration, Instant};
 /// Largest request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
+/// How long an answered ask (and its response file) is kept before it is
+/// forgotten, unless its request is removed first. Bounds the daemon's
+/// memory however many asks it serves.
+pub const RETAIN_ANSWERS: Duration = Duration::from_secs(600);
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthorityError {
     NotFound(String),
@@ -53,6 +58,10 @@ pub(super) struct State {
     pub(super) asks: HashMap<AskId, Ask>,
     /// (origin session, rid) → ask
     pub(super) outboxes: HashMap<(SessionId, String), AskId>,
+    /// Asks not answered yet (what timeouts, inboxes and grants look at).
+    pub(super) pending: std::collections::BTreeSet<AskId>,
+    /// Answered asks in the order they were answered, for retention.
+    pub(super) answered: std::collections::VecDeque<(Instant, AskId)>,
     pub(super) next_id: u64,
     /// Asks under review by the authorizer chain, by ask.
     pub(super) reviews: HashMap<AskId, super::review::Review>,
@@ -312,6 +321,7 @@ impl Authority {
             },
         );
         state.outboxes.insert(key, ask_id.clone());
+        state.pending.insert(ask_id.clone());
         if let Err(reason) = parsed {
             finish(
                 &mut state,
@@ -578,14 +588,17 @@ impl Authority {
     /// Asks waiting in `session`'s inbox.
     pub fn inbox(&self, session: &str) -> Vec<AskId> {
         let state = lock(&self.state);
-        let mut ids: Vec<AskId> = state
-            .asks
-            .values()
-            .filter(|a| a.response.is_none() && a.pending_at.as_deref() == Some(session))
-            .map(|a| a.id.clone())
-            .collect();
-        ids.sort();
-        ids
+        state
+            .pending
+            .iter()
+            .filter(|id| {
+                state
+                    .asks
+                    .get(*id)
+                    .is_some_and(|a| a.pending_at.as_deref() == Some(session))
+            })
+            .cloned()
+            .collect()
     }
 
     /// What a person sees when they `cat` an inbox entry.
@@ -751,9 +764,9 @@ impl Authority {
     /// the ones it covers are answered by it.
     fn rewalk_pending_at(&self, state: &mut State, session: &str) {
         let pending: Vec<(AskId, String)> = state
-            .asks
-            .values()
-            .filter(|a| a.response.is_none())
+            .pending
+            .iter()
+            .filter_map(|id| state.asks.get(id))
             .filter_map(|a| a.pending_at.clone().map(|p| (a.id.clone(), p)))
             .filter(|(_, at)| at == session || at.starts_with(&format!("{session}/")))
             .collect();
@@ -788,10 +801,10 @@ impl Authority {
         let mut state = lock(&self.state);
         self.expire_reviews(&mut state, now);
         let expired: Vec<AskId> = state
-            .asks
-            .values()
-            .filter(|a| a.response.is_none() && a.deadline <= now)
-            .map(|a| a.id.clone())
+            .pending
+            .iter()
+            .filter(|id| state.asks.get(*id).is_some_and(|a| a.deadline <= now))
+            .cloned()
             .collect();
         for ask_id in &expired {
             finish(
@@ -803,18 +816,14 @@ impl Authority {
                 None,
             );
         }
+        forget_old_answers(&mut state, now);
         expired.len()
     }
 
     /// Answers every pending ask `cancelled` (the daemon is stopping).
     pub fn cancel_all(&self) {
         let mut state = lock(&self.state);
-        let pending: Vec<AskId> = state
-            .asks
-            .values()
-            .filter(|a| a.response.is_none())
-            .map(|a| a.id.clone())
-            .collect();
+        let pending: Vec<AskId> = state.pending.iter().cloned().collect();
         for ask_id in pending {
             finish(
                 &mut state,
@@ -1024,6 +1033,10 @@ pub(super) fn finish(
     if ask.response.is_some() {
         return;
     }
+    state.pending.remove(ask_id);
+    state
+        .answered
+        .push_back((Instant::now(), ask_id.to_string()));
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response {
@@ -1075,6 +1088,24 @@ pub(super) fn finish(
     if let (Some(audit), serde_json::Value::Object(entry)) = (&state.audit, audit_entry) {
         if let Err(error) = audit.append(entry) {
             tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
+        }
+    }
+}
+
+/// Forgets asks answered more than [`RETAIN_ANSWERS`] ago.
+fn forget_old_answers(state: &mut State, now: Instant) {
+    while let Some((answered_at, _)) = state.answered.front() {
+        if now.saturating_duration_since(*answered_at) < RETAIN_ANSWERS {
+            break;
+        }
+        let Some((_, ask_id)) = state.answered.pop_front() else {
+            break;
+        };
+        if let Some(ask) = state.asks.remove(&ask_id) {
+            let key = (ask.origin, ask.rid);
+            if state.outboxes.get(&key) == Some(&ask_id) {
+                state.outboxes.remove(&key);
+            }
         }
     }
 }
