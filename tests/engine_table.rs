@@ -1959,6 +1959,8 @@ fn a_changed_layer_is_picked_up() {
         "work/.pi/extensions/pi-permission-system/config.json",
         r#"{"permission": {"bash": "deny"}, "debugLog": false}"#,
     );
+    // Layer files are re-checked at most every 250 ms.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let second = loader.policy(&cwd, None).expect("compiles");
     assert_eq!(judge_policy(&tree, &second, None, &bash("ls")).state, Deny);
 }

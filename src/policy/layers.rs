@@ -22,7 +22,7 @@ use indexmap::IndexMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// The MCP metadata targets the reference allows once any MCP rule allows.
 const MCP_BASELINE_TARGETS: &[&str] = &[
@@ -233,7 +233,14 @@ type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
 /// A policy is cached per (cwd, agent).
 type PolicyKey = (String, Option<String>);
 /// A cached policy with the file stamps it was built from.
-type CachedPolicy = (Vec<FileStamp>, Arc<Policy>);
+/// A cached policy, the file stamps it was built from, and when those
+/// stamps were last compared with the files.
+type CachedPolicy = (Vec<FileStamp>, Instant, Arc<Policy>);
+
+/// How long a cached policy is trusted before its layer files are stat'ed
+/// again: edits to a project or agent file take effect within this long,
+/// and a burst of asks costs no system call per ask.
+const RECHECK_LAYERS_AFTER: Duration = Duration::from_millis(250);
 
 fn stamp(path: &Path) -> FileStamp {
     let meta = std::fs::metadata(path)
@@ -283,23 +290,31 @@ impl PolicyLoader {
 
     /// The policy for a session with this cwd running this agent.
     pub fn policy(&self, cwd: &str, agent: Option<&str>) -> Result<Arc<Policy>, CompileError> {
+        let key = (cwd.to_string(), agent.map(str::to_string));
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((_, checked, policy)) = cache.get(&key) {
+                if checked.elapsed() < RECHECK_LAYERS_AFTER {
+                    return Ok(Arc::clone(policy));
+                }
+            }
+        }
         let cwd_path = Path::new(cwd);
         let (agent_file, project_agent_file) = self.agent_files(cwd_path, agent);
         let mut watched: Vec<PathBuf> = self.project_files(cwd_path);
         watched.extend(agent_file.iter().cloned());
         watched.extend(project_agent_file.iter().cloned());
         let stamps: Vec<FileStamp> = watched.iter().map(|p| stamp(p)).collect();
-        let key = (cwd.to_string(), agent.map(str::to_string));
-        if let Ok(cache) = self.cache.lock() {
-            if let Some((cached_stamps, policy)) = cache.get(&key) {
+        if let Ok(mut cache) = self.cache.lock() {
+            if let Some((cached_stamps, checked, policy)) = cache.get_mut(&key) {
                 if *cached_stamps == stamps {
+                    *checked = Instant::now();
                     return Ok(Arc::clone(policy));
                 }
             }
         }
         let policy = Arc::new(self.build(cwd_path, agent, agent_file, project_agent_file)?);
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key, (stamps, Arc::clone(&policy)));
+            cache.insert(key, (stamps, Instant::now(), Arc::clone(&policy)));
         }
         Ok(policy)
     }
