@@ -384,6 +384,8 @@ fn facts_are_fixed_at_the_asking_session() {
     );
 
     write_project(&format!("\"{}/src/*\"", daemon_cwd.display()));
+    // The daemon re-reads layer files at most every 250 ms.
+    std::thread::sleep(Duration::from_millis(300));
     daemon.ask(
         "main/wt",
         "abs",
