@@ -491,6 +491,15 @@ fn bad_input_is_refused_and_changes_nothing() {
         errno_of(std::fs::write(outbox.join("big.request"), big)),
         Some(libc::EFBIG)
     );
+    let refused = daemon.response(&outbox.join("big.response"));
+    assert_eq!(refused["outcome"], "invalid");
+    assert!(
+        refused["denialReason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("limit"),
+        "the response says why: {refused}"
+    );
     // Bad names: control characters, too long.
     assert_eq!(
         errno_of(std::fs::write(outbox.join("a\u{1}b.request"), "{}")),

@@ -51,6 +51,8 @@ struct Draft {
     rid: String,
     data: Vec<u8>,
     submitted: bool,
+    /// A write went past the size limit: the request is refused whole.
+    oversized: bool,
 }
 
 pub struct PermFs {
@@ -84,6 +86,7 @@ fn errno(error: &AuthorityError) -> Errno {
         AuthorityError::Invalid(_) => Errno::EINVAL,
         AuthorityError::PermissionDenied(_) => Errno::EACCES,
         AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
+        AuthorityError::TooLarge => Errno::EFBIG,
     }
 }
 
@@ -362,12 +365,12 @@ impl PermFs {
     /// a shell's `>` closes a duplicate descriptor before the data arrives;
     /// the final `release` submits whatever there is.
     fn submit_draft(&self, fh: u64, final_close: bool) -> Result<(), Errno> {
-        let (session, rid, data) = {
+        let (session, rid, data, oversized) = {
             let mut drafts = self.drafts.lock().map_err(|_| Errno::EIO)?;
             let Some(draft) = drafts.get_mut(&fh) else {
                 return Ok(());
             };
-            if draft.submitted || (draft.data.is_empty() && !final_close) {
+            if draft.submitted || (draft.data.is_empty() && !draft.oversized && !final_close) {
                 return Ok(());
             }
             draft.submitted = true;
@@ -375,9 +378,22 @@ impl PermFs {
                 draft.session.clone(),
                 draft.rid.clone(),
                 std::mem::take(&mut draft.data),
+                draft.oversized,
             )
         };
-        match self.authority.submit(&session, &rid, &data) {
+        let submitted = if oversized {
+            let limit = crate::session::authority::MAX_REQUEST_BYTES;
+            self.authority
+                .submit_refused(
+                    &session,
+                    &rid,
+                    format!("request is over the {limit}-byte limit"),
+                )
+                .and(Err(AuthorityError::TooLarge))
+        } else {
+            self.authority.submit(&session, &rid, &data)
+        };
+        match submitted {
             Ok(_) => Ok(()),
             Err(error) => {
                 tracing::warn!(%session, %rid, %error, "request refused");
@@ -610,6 +626,7 @@ impl Filesystem for PermFs {
                     rid: rid.to_string(),
                     data: Vec::new(),
                     submitted: false,
+                    oversized: false,
                 },
             );
         }
@@ -718,6 +735,8 @@ impl Filesystem for PermFs {
                     Some(draft) if !draft.submitted => {
                         let end = offset as usize + data.len();
                         if end > crate::session::authority::MAX_REQUEST_BYTES {
+                            draft.oversized = true;
+                            draft.data.clear();
                             return reply.error(Errno::EFBIG);
                         }
                         if draft.data.len() < end {

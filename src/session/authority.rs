@@ -38,6 +38,8 @@ pub enum AuthorityError {
     Invalid(String),
     PermissionDenied(String),
     AlreadyDecided(String),
+    /// A request over the size limit.
+    TooLarge,
 }
 
 impl std::fmt::Display for AuthorityError {
@@ -48,6 +50,7 @@ impl std::fmt::Display for AuthorityError {
             | Self::Invalid(m)
             | Self::PermissionDenied(m)
             | Self::AlreadyDecided(m) => f.write_str(m),
+            Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
         }
     }
 }
@@ -261,21 +264,6 @@ impl Authority {
     /// request that cannot be understood still gets a response (outcome
     /// `invalid`, with the reason) and the error is returned to the writer.
     pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
-        let mut state = lock(&self.state);
-        let Some(origin) = state.tree.get(session).cloned() else {
-            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
-        };
-        if !is_valid_name(rid) {
-            return Err(AuthorityError::Invalid(format!(
-                "{rid:?} is not a valid request name"
-            )));
-        }
-        let key = (session.to_string(), rid.to_string());
-        if state.outboxes.contains_key(&key) {
-            return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
-        }
-        state.next_id += 1;
-        let ask_id = format!("{}-{}", state.next_id, rid);
         let parsed = if text.len() > MAX_REQUEST_BYTES {
             Err(format!(
                 "request is {} bytes; the limit is {MAX_REQUEST_BYTES}",
@@ -286,6 +274,35 @@ impl Authority {
                 .map_err(|_| "request is not UTF-8 text".to_string())
                 .and_then(|t| Request::parse(t).map_err(|e| e.0))
         };
+        self.raise(session, rid, parsed)
+    }
+
+    /// Records a request that was refused before it could be read (too
+    /// large, say): it gets a response saying why, like any bad request.
+    pub fn submit_refused(
+        &self,
+        session: &str,
+        rid: &str,
+        reason: String,
+    ) -> Result<AskId, AuthorityError> {
+        self.raise(session, rid, Err(reason))
+    }
+
+    fn raise(
+        &self,
+        session: &str,
+        rid: &str,
+        parsed: Result<Request, String>,
+    ) -> Result<AskId, AuthorityError> {
+        if !is_valid_name(rid) {
+            return Err(AuthorityError::Invalid(format!(
+                "{rid:?} is not a valid request name"
+            )));
+        }
+        let Some(origin) = lock(&self.state).tree.get(session).cloned() else {
+            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+        };
+        // Facts touch the filesystem (symlinks): fix them outside the lock.
         let requester = Requester::new(
             &origin.cwd,
             Principal {
@@ -302,6 +319,18 @@ impl Authority {
             .policy(&origin.cwd, origin.agent.as_deref())
             .map(|p| p.settings.forwarding_timeout_ms)
             .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
+        let mut state = lock(&self.state);
+        if state.tree.get(session).is_none() {
+            return Err(AuthorityError::NotFound(format!(
+                "session {session:?} ended"
+            )));
+        }
+        let key = (session.to_string(), rid.to_string());
+        if state.outboxes.contains_key(&key) {
+            return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
+        }
+        state.next_id += 1;
+        let ask_id = format!("{}-{}", state.next_id, rid);
         let now = Instant::now();
         state.asks.insert(
             ask_id.clone(),
