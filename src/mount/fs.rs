@@ -19,20 +19,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// How long the kernel may cache the name and attributes of a structural
-/// node (the tree's fixed directories and files), sparing a lookup per
-/// path component on every ask. Items that come and go (requests,
-/// responses, inbox entries, grants, judges) are never cached, so `test -e`
-/// on them is always current. Every operation re-checks that its node
+/// How long the kernel may cache the name and attributes of a node whose
+/// existence only its own user ends: the tree's fixed directories and
+/// files, and an asker's request and response (removing them drops the
+/// kernel's entry at once). This spares a lookup per path component and
+/// the attribute fetches around every ask. Items that others make come and
+/// go (inbox entries, grants, judges) are never cached, so `test -e` on
+/// them is always current. Every operation re-checks that its node
 /// exists, so an ended session's cached name leads only to ENOENT; file
 /// contents are never cached (direct I/O).
 const STRUCTURE_TTL: Duration = Duration::from_secs(1);
 
 fn ttl(node: &Node) -> Duration {
     match node {
-        Node::Request(..)
-        | Node::Response(..)
-        | Node::InboxItem(..)
+        Node::InboxItem(..)
         | Node::Grant(..)
         | Node::JudgeDir(_)
         | Node::JudgeNext(_)
@@ -180,7 +180,7 @@ impl PermFs {
                 .authority
                 .ask_for(s, r)
                 .and_then(|a| self.authority.response(&a))
-                .map(|resp| resp.to_json()),
+                .map(|resp| resp.to_json().to_vec()),
             _ => None,
         }
     }
@@ -584,7 +584,14 @@ impl Filesystem for PermFs {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
             }
         }
-        reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+        // Contents are never cached (direct I/O). Only a request draft has
+        // anything to do at close; other files skip the FLUSH round trip.
+        let flags = if matches!(node, Node::Request(..)) {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH
+        };
+        reply.opened(FileHandle(fh), flags);
     }
 
     fn create(
@@ -632,7 +639,7 @@ impl Filesystem for PermFs {
         }
         let node = Node::Request(session, rid.to_string());
         reply.created(
-            &Duration::ZERO,
+            &ttl(&node),
             &self.attr(&node),
             Generation(0),
             FileHandle(fh),
@@ -652,7 +659,7 @@ impl Filesystem for PermFs {
         reply: ReplyData,
     ) {
         if let Some(response) = self.served.lock().ok().and_then(|m| m.get(&fh.0).cloned()) {
-            return reply.data(slice(&response.to_json(), offset, size));
+            return reply.data(slice(response.to_json(), offset, size));
         }
         let node = match self.node(ino) {
             Ok(node) => node,
@@ -678,7 +685,7 @@ impl Filesystem for PermFs {
                 if let Ok(mut served) = self.served.lock() {
                     served.insert(fh.0, Arc::clone(&response));
                 }
-                return reply.data(slice(&response.to_json(), offset, size));
+                return reply.data(slice(response.to_json(), offset, size));
             }
             if nonblocking {
                 return reply.error(Errno::EAGAIN);
@@ -691,12 +698,12 @@ impl Filesystem for PermFs {
                 if let Ok(mut served) = served.lock() {
                     served.insert(handle, Arc::clone(&response));
                 }
-                delivery.answer(slice(&response.to_json(), offset, size));
+                delivery.answer(slice(response.to_json(), offset, size));
             });
             match self.authority.wait(&ask, waiter) {
                 Ok(None) => {}
                 Ok(Some(response)) => {
-                    read.answer(slice(&response.to_json(), offset, size));
+                    read.answer(slice(response.to_json(), offset, size));
                 }
                 Err(error) => read.fail(errno(&error)),
             }

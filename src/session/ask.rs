@@ -78,7 +78,7 @@ pub struct Hop {
 
 /// The response file's content: the reference's forwarded response plus
 /// permfs's outcome, facts and hops.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Response {
     pub ask_id: String,
@@ -91,15 +91,49 @@ pub struct Response {
     pub outcome: Outcome,
     pub facts: Vec<AccessIntent>,
     pub hops: Vec<Hop>,
+    /// The serialized form, made once: every read serves these bytes.
+    #[serde(skip)]
+    json: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Response {
-    pub fn to_json(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_else(|e| {
-            format!("{{\"approved\":false,\"outcome\":\"invalid\",\"error\":\"{e}\"}}").into_bytes()
-        });
-        bytes.push(b'\n');
-        bytes
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        ask_id: String,
+        approved: bool,
+        state: &'static str,
+        denial_reason: Option<String>,
+        responder_session_id: Option<String>,
+        decided_by: DecidedBy,
+        outcome: Outcome,
+        facts: Vec<AccessIntent>,
+        hops: Vec<Hop>,
+    ) -> Self {
+        Self {
+            ask_id,
+            approved,
+            state,
+            denial_reason,
+            responder_session_id,
+            responded_at: now_ms(),
+            decided_by,
+            outcome,
+            facts,
+            hops,
+            json: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The response file's bytes (pretty JSON and a newline).
+    pub fn to_json(&self) -> &[u8] {
+        self.json.get_or_init(|| {
+            let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_else(|e| {
+                format!("{{\"approved\":false,\"outcome\":\"invalid\",\"error\":\"{e}\"}}")
+                    .into_bytes()
+            });
+            bytes.push(b'\n');
+            bytes
+        })
     }
 }
 

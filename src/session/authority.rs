@@ -11,7 +11,7 @@
 //! true. Answers are delivered to parked waiters without any thread per
 //! waiter.
 
-use super::ask::{now_ms, Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
+use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
 use super::tree::{is_valid_name, Grant, SessionId, SessionTree, SpawnSpec};
 use crate::engine::{judge, Judgment};
 use crate::facts::intent::{directions_of, is_path_surface, Principal};
@@ -77,6 +77,7 @@ pub(super) struct State {
     /// Each session's last dry-run answer.
     pub(super) queries: HashMap<SessionId, Vec<u8>>,
     pub(super) audit: Option<Arc<super::audit::AuditLog>>,
+    pub(super) after_unlock: AfterUnlock,
 }
 
 pub struct Authority {
@@ -138,10 +139,91 @@ impl Decision {
     }
 }
 
-pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
+    StateGuard {
+        guard: Some(
+            state
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        ),
+    }
+}
+
+/// Work an operation leaves for after the lock is released: waking parked
+/// readers (a write to the FUSE device each) and appending audit lines.
+/// Doing it outside the lock keeps one big release (a grant answering
+/// thousands of asks) from stalling every other ask.
+#[derive(Default)]
+pub(super) struct AfterUnlock {
+    deliveries: Vec<(Waiter, Arc<Response>)>,
+    audit: Vec<AuditRecord>,
+}
+
+struct AuditRecord {
+    response: Arc<Response>,
+    session: String,
+    agent: Option<String>,
+    rid: String,
+    latency_ms: f64,
+}
+
+/// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
+pub(super) struct StateGuard<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        match &self.guard {
+            Some(guard) => guard,
+            None => unreachable!("the guard is only emptied while dropping"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        match &mut self.guard {
+            Some(guard) => guard,
+            None => unreachable!("the guard is only emptied while dropping"),
+        }
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else {
+            return;
+        };
+        let work = std::mem::take(&mut guard.after_unlock);
+        let audit = guard.audit.clone();
+        drop(guard);
+        for (waiter, response) in work.deliveries {
+            waiter(response);
+        }
+        if let Some(audit) = audit {
+            for record in work.audit {
+                let entry = serde_json::json!({
+                    "time": record.response.responded_at,
+                    "askId": record.response.ask_id,
+                    "session": record.session,
+                    "agent": record.agent,
+                    "request": record.rid,
+                    "facts": record.response.facts,
+                    "outcome": record.response.outcome,
+                    "decidedBy": record.response.decided_by,
+                    "hops": record.response.hops,
+                    "latencyMs": record.latency_ms,
+                });
+                if let serde_json::Value::Object(entry) = entry {
+                    if let Err(error) = audit.append(entry) {
+                        tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Authority {
@@ -1068,42 +1150,34 @@ pub(super) fn finish(
         .push_back((Instant::now(), ask_id.to_string()));
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
-    let response = Arc::new(Response {
-        ask_id: ask.id.clone(),
+    let response = Arc::new(Response::new(
+        ask.id.clone(),
         approved,
-        state: match (approved, for_session, reason.is_some()) {
+        match (approved, for_session, reason.is_some()) {
             (true, true, _) => "approved_for_session",
             (true, false, _) => "approved",
             (false, _, true) => "denied_with_reason",
             (false, _, false) => "denied",
         },
-        denial_reason: if approved { None } else { reason },
-        responder_session_id: responder,
-        responded_at: now_ms(),
+        if approved { None } else { reason },
+        responder,
         decided_by,
         outcome,
-        facts: ask.facts.intents.clone(),
-        hops: ask.hops.clone(),
-    });
+        ask.facts.intents.clone(),
+        ask.hops.clone(),
+    ));
     ask.response = Some(Arc::clone(&response));
     let was_waiting_at = ask.pending_at.take();
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
-    for waiter in ask.waiters.drain(..) {
-        waiter(Arc::clone(&response));
-    }
-    let audit_entry = serde_json::json!({
-        "time": response.responded_at,
-        "askId": ask.id,
-        "session": ask.origin,
-        "agent": ask.agent,
-        "request": ask.rid,
-        "facts": response.facts,
-        "outcome": response.outcome,
-        "decidedBy": response.decided_by,
-        "hops": response.hops,
-        "latencyMs": latency.as_secs_f64() * 1000.0,
-    });
+    let waiters: Vec<Waiter> = ask.waiters.drain(..).collect();
+    let record = AuditRecord {
+        response: Arc::clone(&response),
+        session: ask.origin.clone(),
+        agent: ask.agent.clone(),
+        rid: ask.rid.clone(),
+        latency_ms: latency.as_secs_f64() * 1000.0,
+    };
     let event = serde_json::json!({
         "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
         "askId": ask.id,
@@ -1111,13 +1185,15 @@ pub(super) fn finish(
         "outcome": response.outcome,
         "decidedBy": response.decided_by,
     });
+    state
+        .after_unlock
+        .deliveries
+        .extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
+    if state.audit.is_some() {
+        state.after_unlock.audit.push(record);
+    }
     if let Some(session) = was_waiting_at {
         publish(state, &session, event);
-    }
-    if let (Some(audit), serde_json::Value::Object(entry)) = (&state.audit, audit_entry) {
-        if let Err(error) = audit.append(entry) {
-            tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
-        }
     }
 }
 
