@@ -44,6 +44,9 @@ fn ttl(node: &Node) -> Duration {
 
 pub const README_TEXT: &str = include_str!("README.mount.txt");
 
+/// A directory listing: (name, kind, inode number).
+type Listing = Vec<(String, FileType, u64)>;
+
 /// A request file being written.
 #[derive(Debug)]
 struct Draft {
@@ -74,6 +77,8 @@ pub struct PermFs {
     leases: Mutex<HashMap<u64, String>>,
     /// Open `events` handles → (session, cursor).
     event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
+    /// Directory listings taken at `opendir`, by handle.
+    listings: Mutex<HashMap<u64, Listing>>,
     /// Where the audit log is, for `audit.log`.
     audit_path: Option<std::path::PathBuf>,
     pub parked: Parked,
@@ -114,6 +119,7 @@ impl PermFs {
             leases: Mutex::new(HashMap::new()),
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
+            listings: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -185,8 +191,17 @@ impl PermFs {
         }
     }
 
+    /// Attributes for a reply that hands the kernel a reference to the
+    /// node (lookup, create, mkdir): the reference is counted until FORGET.
+    fn entry_attr(&self, node: &Node) -> FileAttr {
+        self.attr_for(node, self.inodes.referenced(node))
+    }
+
     fn attr(&self, node: &Node) -> FileAttr {
-        let ino = self.inodes.ino(node);
+        self.attr_for(node, self.inodes.ino(node))
+    }
+
+    fn attr_for(&self, node: &Node, ino: u64) -> FileAttr {
         let (kind, perm) = match node {
             Node::OutboxDir(_) | Node::InboxDir(_) | Node::ChildrenDir(_) | Node::GrantsDir(_) => {
                 (FileType::Directory, 0o777)
@@ -468,6 +483,23 @@ impl PermFs {
         }
     }
 
+    /// A directory's entries, `.` and `..` first.
+    fn listing(&self, ino: u64, node: &Node) -> Listing {
+        let mut all = vec![
+            (".".to_string(), FileType::Directory, ino),
+            ("..".to_string(), FileType::Directory, 1),
+        ];
+        for (name, child) in self.entries(node) {
+            let kind = if child.is_dir() {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            };
+            all.push((name, kind, self.inodes.listed(&child)));
+        }
+        all
+    }
+
     fn control(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
         let mut words = text.split_whitespace();
         match words.next() {
@@ -510,9 +542,13 @@ impl Filesystem for PermFs {
             return reply.error(Errno::ENOENT);
         };
         match self.node(parent).ok().and_then(|p| self.child(&p, name)) {
-            Some(node) => reply.entry(&ttl(&node), &self.attr(&node), Generation(0)),
+            Some(node) => reply.entry(&ttl(&node), &self.entry_attr(&node), Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -522,35 +558,59 @@ impl Filesystem for PermFs {
         }
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let node = match self.node(ino) {
             Ok(node) if node.is_dir() => node,
             Ok(_) => return reply.error(Errno::ENOTDIR),
             Err(e) => return reply.error(e),
         };
-        let mut all = vec![
-            (".".to_string(), FileType::Directory, ino.0),
-            ("..".to_string(), FileType::Directory, 1),
-        ];
-        for (name, child) in self.entries(&node) {
-            let kind = if child.is_dir() {
-                FileType::Directory
-            } else {
-                FileType::RegularFile
-            };
-            all.push((name, kind, self.inodes.ino(&child)));
+        // The listing is taken once per open: reading it in chunks then
+        // costs nothing more, however large the directory.
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let listing = self.listing(ino.0, &node);
+        if let Ok(mut listings) = self.listings.lock() {
+            listings.insert(fh, listing);
         }
-        for (index, (name, kind, child_ino)) in all.into_iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(child_ino), (index + 1) as u64, kind, name) {
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let listing = match self.listings.lock().ok().and_then(|mut l| l.remove(&fh.0)) {
+            Some(listing) => listing,
+            None => match self.node(ino) {
+                Ok(node) if node.is_dir() => self.listing(ino.0, &node),
+                Ok(_) => return reply.error(Errno::ENOTDIR),
+                Err(e) => return reply.error(e),
+            },
+        };
+        for (index, (name, kind, child_ino)) in listing.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*child_ino), (index + 1) as u64, *kind, name) {
                 break;
             }
+        }
+        if let Ok(mut listings) = self.listings.lock() {
+            listings.insert(fh.0, listing);
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut listings) = self.listings.lock() {
+            listings.remove(&fh.0);
         }
         reply.ok();
     }
@@ -640,7 +700,7 @@ impl Filesystem for PermFs {
         let node = Node::Request(session, rid.to_string());
         reply.created(
             &ttl(&node),
-            &self.attr(&node),
+            &self.entry_attr(&node),
             Generation(0),
             FileHandle(fh),
             FopenFlags::FOPEN_DIRECT_IO,
@@ -894,7 +954,7 @@ impl Filesystem for PermFs {
             Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
                 Ok(()) => reply.entry(
                     &Duration::ZERO,
-                    &self.attr(&Node::JudgeDir(name.to_string())),
+                    &self.entry_attr(&Node::JudgeDir(name.to_string())),
                     Generation(0),
                 ),
                 Err(error) => reply.error(errno(&error)),
@@ -903,7 +963,7 @@ impl Filesystem for PermFs {
                 match self.authority.spawn(&s, name, SpawnSpec::default()) {
                     Ok(id) => reply.entry(
                         &STRUCTURE_TTL,
-                        &self.attr(&Node::SessionDir(id)),
+                        &self.entry_attr(&Node::SessionDir(id)),
                         Generation(0),
                     ),
                     Err(error) => reply.error(errno(&error)),

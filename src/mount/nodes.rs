@@ -48,7 +48,9 @@ impl Node {
     }
 }
 
-/// Inode numbers handed out on first sight and kept for the mount's life.
+/// Inode numbers handed out on first sight and kept while the kernel holds
+/// a reference (its lookup count): a `FORGET` that brings the count to
+/// zero frees the number, so serving many asks does not grow the table.
 #[derive(Debug)]
 pub struct Inodes {
     inner: Mutex<InodeMaps>,
@@ -57,7 +59,7 @@ pub struct Inodes {
 #[derive(Debug)]
 struct InodeMaps {
     by_node: HashMap<Node, u64>,
-    by_ino: HashMap<u64, Node>,
+    by_ino: HashMap<u64, (Node, u64)>,
     next: u64,
 }
 
@@ -69,7 +71,7 @@ impl Default for Inodes {
             next: 2,
         };
         maps.by_node.insert(Node::Root, 1);
-        maps.by_ino.insert(1, Node::Root);
+        maps.by_ino.insert(1, (Node::Root, 1));
         Self {
             inner: Mutex::new(maps),
         }
@@ -77,24 +79,75 @@ impl Default for Inodes {
 }
 
 impl Inodes {
+    fn maps(&self) -> std::sync::MutexGuard<'_, InodeMaps> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The node's number, allocated if it has none (no reference taken).
     pub fn ino(&self, node: &Node) -> u64 {
-        let mut maps = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut maps = self.maps();
         if let Some(ino) = maps.by_node.get(node) {
             return *ino;
         }
         let ino = maps.next;
         maps.next += 1;
         maps.by_node.insert(node.clone(), ino);
-        maps.by_ino.insert(ino, node.clone());
+        maps.by_ino.insert(ino, (node.clone(), 0));
         ino
     }
 
+    /// The node's number for a reply that gives the kernel a reference
+    /// (lookup, create, mkdir): counts it.
+    pub fn referenced(&self, node: &Node) -> u64 {
+        let ino = self.ino(node);
+        if let Some((_, count)) = self.maps().by_ino.get_mut(&ino) {
+            *count += 1;
+        }
+        ino
+    }
+
+    /// The number a directory listing shows: the real one when the node has
+    /// one, else a stable stand-in (listing must not allocate what the
+    /// kernel will never forget).
+    pub fn listed(&self, node: &Node) -> u64 {
+        if let Some(ino) = self.maps().by_node.get(node) {
+            return *ino;
+        }
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        node.hash(&mut hasher);
+        hasher.finish() | (1 << 63)
+    }
+
+    /// The kernel dropped `count` references.
+    pub fn forget(&self, ino: u64, count: u64) {
+        if ino == 1 {
+            return;
+        }
+        let mut maps = self.maps();
+        let gone = match maps.by_ino.get_mut(&ino) {
+            Some((_, references)) => {
+                *references = references.saturating_sub(count);
+                *references == 0
+            }
+            None => false,
+        };
+        if gone {
+            if let Some((node, _)) = maps.by_ino.remove(&ino) {
+                maps.by_node.remove(&node);
+            }
+        }
+    }
+
     pub fn node(&self, ino: u64) -> Option<Node> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .by_ino
-            .get(&ino)
-            .cloned()
+        self.maps().by_ino.get(&ino).map(|(node, _)| node.clone())
+    }
+
+    pub fn len(&self) -> usize {
+        self.maps().by_ino.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }

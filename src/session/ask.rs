@@ -72,8 +72,6 @@ pub struct Hop {
     pub session: String,
     pub verdict: PermissionState,
     pub decided_by: DecidedBy,
-    /// The agents this node judged for (the principal chain below it).
-    pub agents: Vec<Option<String>>,
 }
 
 /// The response file's content: the reference's forwarded response plus
@@ -90,6 +88,9 @@ pub struct Response {
     pub decided_by: DecidedBy,
     pub outcome: Outcome,
     pub facts: Vec<AccessIntent>,
+    /// The agents every node judged for: the asker's and every agent above
+    /// it on its spawn chain.
+    pub judged_for: Vec<Option<String>>,
     pub hops: Vec<Hop>,
     /// The serialized form, made once: every read serves these bytes.
     #[serde(skip)]
@@ -107,6 +108,7 @@ impl Response {
         decided_by: DecidedBy,
         outcome: Outcome,
         facts: Vec<AccessIntent>,
+        judged_for: Vec<Option<String>>,
         hops: Vec<Hop>,
     ) -> Self {
         Self {
@@ -119,6 +121,7 @@ impl Response {
             decided_by,
             outcome,
             facts,
+            judged_for,
             hops,
             json: std::sync::OnceLock::new(),
         }
@@ -152,6 +155,8 @@ pub struct Ask {
     pub origin: String,
     /// The asking session's agent, kept for the audit log.
     pub agent: Option<String>,
+    /// The agents the walk judges for (set when the walk starts).
+    pub judged_for: Vec<Option<String>>,
     pub rid: String,
     pub request: Option<Request>,
     pub facts: FactSet,

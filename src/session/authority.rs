@@ -27,9 +27,12 @@ use std::time::{Duration, Instant};
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 /// How long an answered ask (and its response file) is kept before it is
-/// forgotten, unless its request is removed first. Bounds the daemon's
-/// memory however many asks it serves.
+/// forgotten, unless its request is removed first.
 pub const RETAIN_ANSWERS: Duration = Duration::from_secs(600);
+
+/// At most this many answered asks are kept (the oldest go first), so the
+/// daemon's memory is bounded however fast asks come.
+pub const MAX_RETAINED_ANSWERS: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthorityError {
@@ -421,6 +424,7 @@ impl Authority {
                 origin: origin.id.clone(),
                 rid: rid.to_string(),
                 agent: origin.agent.clone(),
+                judged_for: Vec::new(),
                 request,
                 facts,
                 hops: Vec::new(),
@@ -454,6 +458,15 @@ impl Authority {
     /// interactive node takes it into its inbox.
     fn walk(&self, state: &mut State, ask_id: &str, start: &str) {
         let mut node_id = start.to_string();
+        // The agents judged for are the asker's spawn chain: the same at
+        // every hop, so found once.
+        let agents = match state.asks.get_mut(ask_id) {
+            Some(ask) => {
+                ask.judged_for = agents_for(&state.tree, &ask.origin);
+                ask.judged_for.clone()
+            }
+            None => return,
+        };
         loop {
             let Some(ask) = state.asks.get(ask_id) else {
                 return;
@@ -471,7 +484,6 @@ impl Authority {
                 );
                 return;
             };
-            let agents = agents_for(&state.tree, &ask.origin);
             let mut families = Vec::new();
             let (verdict, decided_by, reason) = match self.judge_at(node, &agents, ask) {
                 Ok(judgment) => {
@@ -493,7 +505,6 @@ impl Authority {
                     session: node_name.clone(),
                     verdict,
                     decided_by: decided_by.clone(),
-                    agents,
                 });
             }
             match verdict {
@@ -1164,6 +1175,7 @@ pub(super) fn finish(
         decided_by,
         outcome,
         ask.facts.intents.clone(),
+        ask.judged_for.clone(),
         ask.hops.clone(),
     ));
     ask.response = Some(Arc::clone(&response));
@@ -1195,12 +1207,17 @@ pub(super) fn finish(
     if let Some(session) = was_waiting_at {
         publish(state, &session, event);
     }
+    if state.answered.len() > MAX_RETAINED_ANSWERS {
+        forget_old_answers(state, Instant::now());
+    }
 }
 
-/// Forgets asks answered more than [`RETAIN_ANSWERS`] ago.
+/// Forgets asks answered more than [`RETAIN_ANSWERS`] ago, and the oldest
+/// beyond [`MAX_RETAINED_ANSWERS`].
 fn forget_old_answers(state: &mut State, now: Instant) {
     while let Some((answered_at, _)) = state.answered.front() {
-        if now.saturating_duration_since(*answered_at) < RETAIN_ANSWERS {
+        let too_many = state.answered.len() > MAX_RETAINED_ANSWERS;
+        if !too_many && now.saturating_duration_since(*answered_at) < RETAIN_ANSWERS {
             break;
         }
         let Some((_, ask_id)) = state.answered.pop_front() else {

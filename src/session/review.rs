@@ -260,7 +260,6 @@ impl Authority {
                     LinkVerdict::Defer => PermissionState::Ask,
                 },
                 decided_by: decided_by.clone(),
-                agents: Vec::new(),
             });
         }
         match effective {
