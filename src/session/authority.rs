@@ -202,9 +202,8 @@ impl Drop for StateGuard<'_> {
         let work = std::mem::take(&mut guard.after_unlock);
         let audit = guard.audit.clone();
         drop(guard);
-        for (waiter, response) in work.deliveries {
-            waiter(response);
-        }
+        // The audit line is written before anyone is told: no answer is
+        // ever seen that the log does not hold.
         if let Some(audit) = audit {
             for record in work.audit {
                 let entry = serde_json::json!({
@@ -225,6 +224,9 @@ impl Drop for StateGuard<'_> {
                     }
                 }
             }
+        }
+        for (waiter, response) in work.deliveries {
+            waiter(response);
         }
     }
 }
