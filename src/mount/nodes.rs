@@ -142,12 +142,4 @@ impl Inodes {
     pub fn node(&self, ino: u64) -> Option<Node> {
         self.maps().by_ino.get(&ino).map(|(node, _)| node.clone())
     }
-
-    pub fn len(&self) -> usize {
-        self.maps().by_ino.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }

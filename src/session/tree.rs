@@ -90,14 +90,6 @@ impl SessionTree {
         &self.roots
     }
 
-    pub fn len(&self) -> usize {
-        self.sessions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
-    }
-
     fn empty_grants() -> Arc<CompiledRules> {
         // An empty rule list always compiles.
         Arc::new(
