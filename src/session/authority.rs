@@ -170,6 +170,21 @@ struct AuditRecord {
     latency_ms: f64,
 }
 
+fn audit_entry(record: &AuditRecord) -> serde_json::Value {
+    serde_json::json!({
+        "time": record.response.responded_at,
+        "askId": record.response.ask_id,
+        "session": record.session,
+        "agent": record.agent,
+        "request": record.rid,
+        "facts": record.response.facts,
+        "outcome": record.response.outcome,
+        "decidedBy": record.response.decided_by,
+        "hops": record.response.hops,
+        "latencyMs": record.latency_ms,
+    })
+}
+
 /// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
 pub(super) struct StateGuard<'a> {
     guard: Option<MutexGuard<'a, State>>,
@@ -204,25 +219,17 @@ impl Drop for StateGuard<'_> {
         drop(guard);
         // The audit line is written before anyone is told: no answer is
         // ever seen that the log does not hold.
-        if let Some(audit) = audit {
-            for record in work.audit {
-                let entry = serde_json::json!({
-                    "time": record.response.responded_at,
-                    "askId": record.response.ask_id,
-                    "session": record.session,
-                    "agent": record.agent,
-                    "request": record.rid,
-                    "facts": record.response.facts,
-                    "outcome": record.response.outcome,
-                    "decidedBy": record.response.decided_by,
-                    "hops": record.response.hops,
-                    "latencyMs": record.latency_ms,
-                });
-                if let serde_json::Value::Object(entry) = entry {
-                    if let Err(error) = audit.append(entry) {
-                        tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
-                    }
-                }
+        if let Some(audit) = audit.filter(|_| !work.audit.is_empty()) {
+            let entries = work
+                .audit
+                .into_iter()
+                .filter_map(|record| match audit_entry(&record) {
+                    serde_json::Value::Object(entry) => Some(entry),
+                    _ => None,
+                })
+                .collect();
+            if let Err(error) = audit.append_all(entries) {
+                tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
             }
         }
         for (waiter, response) in work.deliveries {
