@@ -582,7 +582,10 @@ impl Filesystem for PermFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let listing = match self.listings.lock().ok().and_then(|mut l| l.remove(&fh.0)) {
+        // Reading from the start (a fresh open, or a rewind) takes a new
+        // listing; later chunks come from the one taken.
+        let kept = self.listings.lock().ok().and_then(|mut l| l.remove(&fh.0));
+        let listing = match kept.filter(|_| offset > 0) {
             Some(listing) => listing,
             None => match self.node(ino) {
                 Ok(node) if node.is_dir() => self.listing(ino.0, &node),

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
 /// Every parked caller is checked for signals at least once per this many
-/// ticks (16 × 25 ms = 400 ms, within the half second a reader may wait
-/// after a signal), and up to [`SIGNAL_CHECKS_MIN`] callers are checked on
-/// every tick: a few blocked readers are interrupted within ~25 ms, and
-/// 10,000 cost about 25,000 small procfs reads a second rather than 400,000.
-const SIGNAL_SWEEP_TICKS: usize = 16;
+/// ticks (12 × 25 ms = 300 ms of ticks, plus the time the checks take), and
+/// up to [`SIGNAL_CHECKS_MIN`] callers are checked on every tick: a few
+/// blocked readers are interrupted within ~25 ms, and 10,000 cost about
+/// 33,000 small procfs reads a second rather than 400,000.
+const SIGNAL_SWEEP_TICKS: usize = 12;
 const SIGNAL_CHECKS_MIN: usize = 64;
 
 /// Threads that run configured (command) judges.

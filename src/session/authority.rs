@@ -30,9 +30,11 @@ pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// forgotten, unless its request is removed first.
 pub const RETAIN_ANSWERS: Duration = Duration::from_secs(600);
 
-/// At most this many answered asks are kept (the oldest go first), so the
-/// daemon's memory is bounded however fast asks come.
-pub const MAX_RETAINED_ANSWERS: usize = 10_000;
+/// Answered asks are kept within this many answers and this many bytes
+/// (estimated), the oldest going first, so the daemon's memory is bounded
+/// however fast, and however deep, asks come.
+pub const MAX_RETAINED_ANSWERS: usize = 50_000;
+pub const MAX_RETAINED_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthorityError {
@@ -66,8 +68,13 @@ pub(super) struct State {
     pub(super) outboxes: HashMap<(SessionId, String), AskId>,
     /// Asks not answered yet (what timeouts, inboxes and grants look at).
     pub(super) pending: std::collections::BTreeSet<AskId>,
-    /// Answered asks in the order they were answered, for retention.
-    pub(super) answered: std::collections::VecDeque<(Instant, AskId)>,
+    /// Answered asks in the order they were answered, with their
+    /// estimated size, for retention.
+    pub(super) answered: std::collections::VecDeque<(Instant, AskId, usize)>,
+    pub(super) answered_bytes: usize,
+    /// The earliest deadline of a pending ask (timeouts need no scan
+    /// before then).
+    pub(super) next_deadline: Option<Instant>,
     pub(super) next_id: u64,
     /// Asks under review by the authorizer chain, by ask.
     pub(super) reviews: HashMap<AskId, super::review::Review>,
@@ -446,6 +453,10 @@ impl Authority {
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
+        let deadline = now + Duration::from_millis(timeout);
+        if state.next_deadline.is_none_or(|next| deadline < next) {
+            state.next_deadline = Some(deadline);
+        }
         if let Err(reason) = parsed {
             finish(
                 &mut state,
@@ -931,12 +942,23 @@ impl Authority {
     pub fn expire(&self, now: Instant) -> usize {
         let mut state = lock(&self.state);
         self.expire_reviews(&mut state, now);
-        let expired: Vec<AskId> = state
-            .pending
-            .iter()
-            .filter(|id| state.asks.get(*id).is_some_and(|a| a.deadline <= now))
-            .cloned()
-            .collect();
+        forget_old_answers(&mut state, now);
+        if state.next_deadline.is_none_or(|deadline| now < deadline) {
+            return 0;
+        }
+        let mut expired: Vec<AskId> = Vec::new();
+        let mut next: Option<Instant> = None;
+        for id in &state.pending {
+            let Some(ask) = state.asks.get(id) else {
+                continue;
+            };
+            if ask.deadline <= now {
+                expired.push(id.clone());
+            } else if next.is_none_or(|n| ask.deadline < n) {
+                next = Some(ask.deadline);
+            }
+        }
+        state.next_deadline = next;
         for ask_id in &expired {
             finish(
                 &mut state,
@@ -947,7 +969,6 @@ impl Authority {
                 None,
             );
         }
-        forget_old_answers(&mut state, now);
         expired.len()
     }
 
@@ -1165,9 +1186,6 @@ pub(super) fn finish(
         return;
     }
     state.pending.remove(ask_id);
-    state
-        .answered
-        .push_back((Instant::now(), ask_id.to_string()));
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(
@@ -1183,12 +1201,14 @@ pub(super) fn finish(
         responder,
         decided_by,
         outcome,
-        ask.facts.intents.clone(),
+        // An answered ask needs its facts and hops only in its response.
+        std::mem::take(&mut ask.facts.intents),
         ask.judged_for.clone(),
-        ask.hops.clone(),
+        std::mem::take(&mut ask.hops),
     ));
     ask.response = Some(Arc::clone(&response));
     let was_waiting_at = ask.pending_at.take();
+    let size = estimated_size(&response);
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
     let waiters: Vec<Waiter> = ask.waiters.drain(..).collect();
@@ -1216,22 +1236,43 @@ pub(super) fn finish(
     if let Some(session) = was_waiting_at {
         publish(state, &session, event);
     }
-    if state.answered.len() > MAX_RETAINED_ANSWERS {
+    state
+        .answered
+        .push_back((Instant::now(), ask_id.to_string(), size));
+    state.answered_bytes += size;
+    if state.answered.len() > MAX_RETAINED_ANSWERS || state.answered_bytes > MAX_RETAINED_BYTES {
         forget_old_answers(state, Instant::now());
     }
+}
+
+/// A rough size of an answered ask in memory (its response and the
+/// request it keeps), enough to bound retention by bytes.
+fn estimated_size(response: &Response) -> usize {
+    let facts: usize = response
+        .facts
+        .iter()
+        .map(|f| {
+            160 + f.surface.len()
+                + f.requester_cwd.len()
+                + f.match_values.iter().map(|v| v.len() + 24).sum::<usize>()
+        })
+        .sum();
+    1024 + facts + response.hops.len() * 320
 }
 
 /// Forgets asks answered more than [`RETAIN_ANSWERS`] ago, and the oldest
 /// beyond [`MAX_RETAINED_ANSWERS`].
 fn forget_old_answers(state: &mut State, now: Instant) {
-    while let Some((answered_at, _)) = state.answered.front() {
-        let too_many = state.answered.len() > MAX_RETAINED_ANSWERS;
+    while let Some((answered_at, _, _)) = state.answered.front() {
+        let too_many = state.answered.len() > MAX_RETAINED_ANSWERS
+            || state.answered_bytes > MAX_RETAINED_BYTES;
         if !too_many && now.saturating_duration_since(*answered_at) < RETAIN_ANSWERS {
             break;
         }
-        let Some((_, ask_id)) = state.answered.pop_front() else {
+        let Some((_, ask_id, size)) = state.answered.pop_front() else {
             break;
         };
+        state.answered_bytes = state.answered_bytes.saturating_sub(size);
         if let Some(ask) = state.asks.remove(&ask_id) {
             let key = (ask.origin, ask.rid);
             if state.outboxes.get(&key) == Some(&ask_id) {
