@@ -1316,21 +1316,20 @@ mod tests {
         )
     }
 
+    fn add_interactive_main(authority: &Authority, cwd: &str) {
+        let spec = SpawnSpec {
+            interactive: true,
+            ..Default::default()
+        };
+        authority.add_root("main", spec, cwd).expect("root");
+    }
+
     #[test]
     fn an_ask_climbs_to_the_interactive_root_and_a_decision_answers_it() {
         let (authority, dir) =
             authority(r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#);
         let cwd = dir.path().to_string_lossy().into_owned();
-        authority
-            .add_root(
-                "main",
-                SpawnSpec {
-                    interactive: true,
-                    ..Default::default()
-                },
-                &cwd,
-            )
-            .expect("root");
+        add_interactive_main(&authority, &cwd);
         let child = authority
             .spawn("main", "worker", SpawnSpec::default())
             .expect("child");
@@ -1374,16 +1373,7 @@ mod tests {
             r#"{"permission": {"bash": "ask"}, "agents": {"admin": {"bash": "allow"}, "worker": {"bash": {"*": "ask", "rm *": "deny"}}}}"#,
         );
         let cwd = dir.path().to_string_lossy().into_owned();
-        authority
-            .add_root(
-                "main",
-                SpawnSpec {
-                    interactive: true,
-                    ..Default::default()
-                },
-                &cwd,
-            )
-            .expect("root");
+        add_interactive_main(&authority, &cwd);
         let admin = SpawnSpec {
             agent: Some("admin".into()),
             ..Default::default()
@@ -1445,16 +1435,7 @@ mod tests {
     fn allow_session_grants_cover_later_asks() {
         let (authority, dir) = authority(r#"{}"#);
         let cwd = dir.path().to_string_lossy().into_owned();
-        authority
-            .add_root(
-                "main",
-                SpawnSpec {
-                    interactive: true,
-                    ..Default::default()
-                },
-                &cwd,
-            )
-            .expect("root");
+        add_interactive_main(&authority, &cwd);
         let child = authority
             .spawn("main", "c", SpawnSpec::default())
             .expect("child");
