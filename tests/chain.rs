@@ -130,12 +130,7 @@ fn a_link_deny_ends_the_walk_before_a_person_is_asked() {
     assert_eq!(answer["outcome"], "deny");
     assert_eq!(answer["decidedBy"]["kind"], "authorizer");
     assert!(daemon.inbox("main").is_empty(), "nobody was asked");
-    let sessions: Vec<&str> = answer["hops"]
-        .as_array()
-        .expect("hops")
-        .iter()
-        .filter_map(|h| h["session"].as_str())
-        .collect();
+    let sessions = common::hop_sessions(&answer);
     assert_eq!(
         sessions,
         ["main/c", "main", "main"],

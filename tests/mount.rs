@@ -289,12 +289,7 @@ fn a_headless_root_answers_no_decider() {
         daemon.response(&daemon.ask("ci/lead/sub", "no", r#"{"surface":"bash","value":"make"}"#));
     assert_eq!(refused["outcome"], "no_decider");
     assert_eq!(refused["approved"], false);
-    let hops: Vec<&str> = refused["hops"]
-        .as_array()
-        .expect("hops")
-        .iter()
-        .filter_map(|h| h["session"].as_str())
-        .collect();
+    let hops = common::hop_sessions(&refused);
     assert_eq!(
         hops,
         ["ci/lead/sub", "ci/lead", "ci"],

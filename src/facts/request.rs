@@ -214,12 +214,17 @@ pub struct FactSet {
 }
 
 impl Requester {
-    /// `cwd` is resolved to an absolute path against the process cwd.
+    /// A relative `cwd` is resolved against the process cwd (sessions'
+    /// cwds are absolute, so the mount never asks the kernel for it).
     pub fn new(cwd: &str, principal: Principal) -> Self {
-        let base = std::env::current_dir()
-            .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "/".into());
-        let cwd = resolve(&base, cwd);
+        let cwd = if cwd.starts_with('/') {
+            resolve(cwd, cwd)
+        } else {
+            let base = std::env::current_dir()
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "/".into());
+            resolve(&base, cwd)
+        };
         Self {
             canonical_cwd: canonical_cwd(&cwd),
             cwd,

@@ -150,8 +150,8 @@ impl PermFs {
             Node::Request(s, r) | Node::Response(s, r) => {
                 self.authority.outbox_contains(s, r) || self.draft_exists(s, r)
             }
-            Node::InboxItem(s, a) => self.authority.inbox(s).contains(a),
-            Node::Grant(s, g) => self.authority.grants(s).iter().any(|x| &x.id == g),
+            Node::InboxItem(s, a) => self.authority.is_pending_at(s, a),
+            Node::Grant(s, g) => self.authority.has_grant(s, g),
         }
     }
 

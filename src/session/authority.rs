@@ -310,28 +310,20 @@ impl Authority {
             .filter(|a| removed.contains(&a.origin))
             .map(|a| a.id.clone())
             .collect();
-        for ask_id in ended {
+        for ask_id in &ended {
             finish(
                 &mut state,
-                &ask_id,
+                ask_id,
                 Outcome::SessionEnded,
                 DecidedBy::SessionEnded,
                 None,
                 None,
             );
+            state.asks.remove(ask_id);
         }
         state
             .outboxes
             .retain(|(origin, _), _| !removed.contains(origin));
-        let asks_to_drop: Vec<AskId> = state
-            .asks
-            .values()
-            .filter(|a| removed.contains(&a.origin))
-            .map(|a| a.id.clone())
-            .collect();
-        for ask_id in asks_to_drop {
-            state.asks.remove(&ask_id);
-        }
         Ok(())
     }
 
@@ -741,6 +733,24 @@ impl Authority {
             })
             .cloned()
             .collect()
+    }
+
+    /// Whether `ask_id` is waiting in `session`'s inbox.
+    pub fn is_pending_at(&self, session: &str, ask_id: &str) -> bool {
+        let state = lock(&self.state);
+        state.pending.contains(ask_id)
+            && state
+                .asks
+                .get(ask_id)
+                .is_some_and(|a| a.pending_at.as_deref() == Some(session))
+    }
+
+    /// Whether `session` holds the grant `grant_id`.
+    pub fn has_grant(&self, session: &str, grant_id: &str) -> bool {
+        lock(&self.state)
+            .tree
+            .get(session)
+            .is_some_and(|s| s.grants.iter().any(|g| g.id == grant_id))
     }
 
     /// What a person sees when they `cat` an inbox entry.

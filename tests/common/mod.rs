@@ -147,3 +147,15 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The sessions an answer's hops went through, in order.
+pub fn hop_sessions(answer: &serde_json::Value) -> Vec<String> {
+    answer["hops"]
+        .as_array()
+        .map(|hops| {
+            hops.iter()
+                .filter_map(|h| h["session"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
