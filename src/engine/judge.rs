@@ -102,11 +102,32 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
         .filter(|(_, c)| c.counted)
         .min_by_key(|(i, c)| (std::cmp::Reverse(c.state), c.family, *i))
         .map(|(i, _)| i);
-    let state = decided_by
-        .map(|i| checks[i].state)
-        .unwrap_or(PermissionState::Allow);
+    // No counted check (every fact a `path` surface no explicit rule
+    // matched, say) means no rule spoke for the facts: a default `deny`
+    // still denies, and anything else goes to a person — never `allow`.
+    let Some(decided) = decided_by else {
+        let strictest = checks
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, c)| (std::cmp::Reverse(c.state), c.family, *i))
+            .map(|(i, _)| i);
+        if let Some(i) = strictest.filter(|&i| checks[i].state == PermissionState::Deny) {
+            return Ok(Judgment {
+                state: PermissionState::Deny,
+                decided_by: Some(i),
+                checks,
+                unjudgeable: None,
+            });
+        }
+        return Ok(Judgment {
+            state: PermissionState::Ask,
+            decided_by: None,
+            checks,
+            unjudgeable: Some("no rule decided any of the facts: floored to ask".into()),
+        });
+    };
     Ok(Judgment {
-        state,
+        state: checks[decided].state,
         decided_by,
         checks,
         unjudgeable: None,

@@ -3,11 +3,13 @@
 //! A blocked read of a response parks its `ReplyData` in a slot that the
 //! answer (or the interrupt watcher) takes, so no thread waits per asker.
 
+use super::caller::Namespaces;
 use super::nodes::{Inodes, Node};
 use super::parking::{Parked, ParkedRead};
 use crate::session::ask::Response;
+use crate::session::control::ControlCommand;
 use crate::session::review::JudgeReader;
-use crate::session::{Authority, AuthorityError, SpawnSpec};
+use crate::session::{Authority, AuthorityError, Caller, SpawnSpec};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenFlags, PollEvents, PollFlags, PollNotifier, ReplyAttr, ReplyCreate, ReplyData,
@@ -47,6 +49,19 @@ pub const README_TEXT: &str = include_str!("README.mount.txt");
 /// A directory listing: (name, kind, inode number).
 type Listing = Vec<(String, FileType, u64)>;
 
+/// The text a `query` handle shows before anything was written to it.
+const QUERY_HELP: &[u8] = b"write a request here and read the verdict on the same descriptor \
+(exec 3<> query; echo '{...}' >&3; cat <&3): each open file keeps its own dry run\n";
+
+/// A dry-run answer kept for one open `query` file. Reads are counted
+/// from where the first read after the write started, so `cat <&3` after
+/// `echo … >&3` (whose offset is past the written request) sees it whole.
+#[derive(Debug)]
+struct QueryAnswer {
+    bytes: Vec<u8>,
+    read_base: Option<u64>,
+}
+
 /// A request file being written.
 #[derive(Debug)]
 struct Draft {
@@ -79,8 +94,12 @@ pub struct PermFs {
     event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
     /// Directory listings taken at `opendir`, by handle.
     listings: Mutex<HashMap<u64, Listing>>,
+    /// Dry-run answers by `query` handle.
+    queries: Mutex<HashMap<u64, QueryAnswer>>,
     /// Where the audit log is, for `audit.log`.
     audit_path: Option<std::path::PathBuf>,
+    /// The daemon's mount namespace, to tell sandboxed callers apart.
+    namespaces: Namespaces,
     pub parked: Parked,
 }
 
@@ -119,6 +138,8 @@ impl PermFs {
             leases: Mutex::new(HashMap::new()),
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
+            queries: Mutex::new(HashMap::new()),
+            namespaces: Namespaces::of_daemon(),
             listings: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -171,7 +192,6 @@ impl PermFs {
         match node {
             Node::Readme => Some(README_TEXT.as_bytes().to_vec()),
             Node::AuditLog => self.audit_path.as_ref().and_then(|p| std::fs::read(p).ok()),
-            Node::Query(s) => Some(self.authority.query_result(s)),
             Node::SessionJson(s) => self.authority.session_view(s).map(json),
             Node::RulesJson(s) => self.authority.rules_view(s).map(json),
             Node::InboxItem(s, a) => self.authority.describe_pending(s, a),
@@ -201,18 +221,112 @@ impl PermFs {
         self.attr_for(node, self.inodes.ino(node))
     }
 
-    fn attr_for(&self, node: &Node, ino: u64) -> FileAttr {
-        let (kind, perm) = match node {
-            Node::OutboxDir(_) | Node::InboxDir(_) | Node::ChildrenDir(_) | Node::GrantsDir(_) => {
-                (FileType::Directory, 0o777)
-            }
-            n if n.is_dir() => (FileType::Directory, 0o755),
-            Node::Ctl(_) | Node::JudgeVerdict(_) => (FileType::RegularFile, 0o222),
-            Node::Request(..) | Node::Query(_) => (FileType::RegularFile, 0o666),
-            Node::InboxItem(..) => (FileType::RegularFile, 0o666),
-            Node::Grant(..) => (FileType::RegularFile, 0o644),
-            _ => (FileType::RegularFile, 0o444),
+    /// Who a node belongs to and its mode, so that the kernel's
+    /// `default_permissions` check enforces the bindings and `ls -l`
+    /// tells the truth. A session's asking side (outbox, ctl, query,
+    /// children) belongs to its asker uid, its deciding side (inbox,
+    /// events, grants) to its decider (the mount owner when none is
+    /// bound); the group is the mount owner's, so the owner passes the
+    /// kernel's check everywhere, and the daemon checks the exact uid
+    /// again on every call that asks, spawns or decides.
+    fn ownership(&self, node: &Node) -> (u32, u16) {
+        let session = match node {
+            Node::SessionDir(s)
+            | Node::SessionJson(s)
+            | Node::RulesJson(s)
+            | Node::Ctl(s)
+            | Node::Events(s)
+            | Node::Query(s)
+            | Node::OutboxDir(s)
+            | Node::Request(s, _)
+            | Node::Response(s, _)
+            | Node::InboxDir(s)
+            | Node::InboxItem(s, _)
+            | Node::GrantsDir(s)
+            | Node::Grant(s, _)
+            | Node::ChildrenDir(s) => Some(s.as_str()),
+            _ => None,
         };
+        let (asker, decider) = session
+            .and_then(|s| {
+                self.authority
+                    .with_tree(|t| t.get(s).map(|x| (x.asker_uid, x.decider_uid)))
+            })
+            .map(|(asker, decider)| (asker, decider.unwrap_or(self.uid)))
+            .unwrap_or((self.uid, self.uid));
+        match node {
+            Node::Root | Node::SessionsDir => (self.uid, 0o755),
+            Node::Readme => (self.uid, 0o444),
+            Node::AuditLog | Node::JudgeNext(_) | Node::JudgeLease(_) => (self.uid, 0o400),
+            Node::JudgesDir | Node::JudgeDir(_) => (self.uid, 0o700),
+            Node::JudgeVerdict(_) => (self.uid, 0o200),
+            Node::SessionDir(_) => (asker, 0o755),
+            Node::SessionJson(_) | Node::RulesJson(_) => (asker, 0o444),
+            Node::Ctl(_) => (asker, 0o220),
+            Node::Query(_) | Node::Request(..) => (asker, 0o660),
+            Node::Response(..) => (asker, 0o440),
+            Node::OutboxDir(_) => (asker, 0o770),
+            Node::ChildrenDir(_) => (asker, 0o775),
+            Node::InboxDir(_) => (decider, 0o750),
+            Node::InboxItem(..) => (decider, 0o660),
+            Node::Events(_) => (decider, 0o440),
+            Node::GrantsDir(_) => (decider, 0o775),
+            Node::Grant(..) => (decider, 0o444),
+        }
+    }
+
+    /// The calling process, with whether it shares the daemon's mount
+    /// namespace.
+    fn caller(&self, req: &Request) -> Caller {
+        self.namespaces.caller(req.uid(), req.pid())
+    }
+
+    /// The operator: root or the mount owner, outside any sandbox.
+    fn is_operator(&self, caller: Caller) -> bool {
+        caller.in_daemon_namespace && (caller.uid == 0 || caller.uid == self.uid)
+    }
+
+    /// The daemon's own check of who may open or list `node`, behind the
+    /// kernel's mode check: the same rule, with the exact uid and the
+    /// caller's namespace.
+    fn check_open(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
+        let standing = |s: &str| self.authority.standing(s, caller).ok_or(Errno::ENOENT);
+        let allowed = match node {
+            Node::OutboxDir(s) | Node::Request(s, _) | Node::Response(s, _) => {
+                standing(s)?.may_ask()
+            }
+            Node::Ctl(s) | Node::Query(s) => standing(s)?.may_control(),
+            Node::InboxDir(s) | Node::InboxItem(s, _) | Node::Events(s) => {
+                standing(s)?.may_decide()
+            }
+            Node::AuditLog
+            | Node::JudgesDir
+            | Node::JudgeDir(_)
+            | Node::JudgeNext(_)
+            | Node::JudgeVerdict(_)
+            | Node::JudgeLease(_) => self.is_operator(caller),
+            _ => true,
+        };
+        if allowed {
+            Ok(())
+        } else {
+            tracing::info!(
+                uid = caller.uid,
+                sandboxed = !caller.in_daemon_namespace,
+                ?node,
+                "access refused"
+            );
+            Err(Errno::EACCES)
+        }
+    }
+
+    fn attr_for(&self, node: &Node, ino: u64) -> FileAttr {
+        let kind = if node.is_dir() {
+            FileType::Directory
+        } else {
+            FileType::RegularFile
+        };
+        let (uid, perm) = self.ownership(node);
         let size = match node {
             Node::Readme | Node::SessionJson(_) => {
                 self.content(node).map(|c| c.len() as u64).unwrap_or(0)
@@ -230,7 +344,7 @@ impl PermFs {
             kind,
             perm,
             nlink: if kind == FileType::Directory { 2 } else { 1 },
-            uid: self.uid,
+            uid,
             gid: self.gid,
             rdev: 0,
             flags: 0,
@@ -500,38 +614,13 @@ impl PermFs {
         all
     }
 
-    fn control(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
-        let mut words = text.split_whitespace();
-        match words.next() {
-            Some("spawn") => {
-                let name = words
-                    .next()
-                    .ok_or_else(|| AuthorityError::Invalid("spawn needs a child name".into()))?;
-                let mut spec = SpawnSpec::default();
-                for word in words {
-                    match word.split_once('=') {
-                        Some(("agent", agent)) => spec.agent = Some(agent.to_string()),
-                        Some(("cwd", cwd)) if cwd.starts_with('/') => spec.cwd = Some(cwd.to_string()),
-                        Some(("cwd", _)) => return Err(AuthorityError::Invalid("cwd must be absolute".into())),
-                        Some(("uid", uid)) => spec.decider_uids.push(
-                            uid.parse()
-                                .map_err(|_| AuthorityError::Invalid(format!("uid {uid:?} is not a number")))?,
-                        ),
-                        None if word == "interactive" => spec.interactive = true,
-                        _ => return Err(AuthorityError::Invalid(format!("unknown spawn option {word:?}"))),
-                    }
-                }
-                self.authority.spawn(session, name, spec).map(drop)
+    /// A `ctl` write, as `caller`.
+    fn control(&self, session: &str, caller: Caller, text: &str) -> Result<(), AuthorityError> {
+        match ControlCommand::parse(text).map_err(AuthorityError::Invalid)? {
+            ControlCommand::Spawn { name, spec } => {
+                self.authority.spawn(session, &name, spec, caller).map(drop)
             }
-            Some("end") => {
-                let name = words
-                    .next()
-                    .ok_or_else(|| AuthorityError::Invalid("end needs a child name".into()))?;
-                self.authority.end_session(&format!("{session}/{name}"))
-            }
-            _ => Err(AuthorityError::Invalid(format!(
-                "unknown command {text:?}: spawn <child> [agent=NAME] [cwd=DIR] [interactive] [uid=N] | end <child>"
-            ))),
+            ControlCommand::End { name } => self.authority.end_child(session, &name, caller),
         }
     }
 }
@@ -558,12 +647,15 @@ impl Filesystem for PermFs {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let node = match self.node(ino) {
             Ok(node) if node.is_dir() => node,
             Ok(_) => return reply.error(Errno::ENOTDIR),
             Err(e) => return reply.error(e),
         };
+        if let Err(e) = self.check_open(self.caller(req), &node) {
+            return reply.error(e);
+        }
         // The listing is taken once per open: reading it in chunks then
         // costs nothing more, however large the directory.
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -623,6 +715,9 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
+        if let Err(e) = self.check_open(self.caller(req), &node) {
+            return reply.error(e);
+        }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         if let Node::JudgeLease(name) = &node {
             if let Err(error) = self.authority.judge_lease_opened(name, req.uid()) {
@@ -659,7 +754,7 @@ impl Filesystem for PermFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -675,9 +770,18 @@ impl Filesystem for PermFs {
         }
         let session = match self.node(parent) {
             Ok(Node::OutboxDir(s)) => s,
+            // A decision written after the ask left the inbox: the shell's
+            // `>` creates when the name is gone. Say it was decided.
+            Ok(Node::InboxDir(_)) if self.authority.is_answered(name) => {
+                return reply.error(Errno::EALREADY)
+            }
+            Ok(Node::InboxDir(_)) => return reply.error(Errno::ENOENT),
             Ok(_) => return reply.error(Errno::EACCES),
             Err(e) => return reply.error(e),
         };
+        if let Err(e) = self.check_open(self.caller(req), &Node::OutboxDir(session.clone())) {
+            return reply.error(e);
+        }
         let Some(rid) = name.strip_suffix(".request") else {
             return reply.error(Errno::EINVAL);
         };
@@ -733,6 +837,18 @@ impl Filesystem for PermFs {
         }
         if let Node::JudgeNext(name) = &node {
             return self.read_judge_next(req, name, fh.0, offset, size, reply);
+        }
+        if let Node::Query(_) = &node {
+            let Ok(mut queries) = self.queries.lock() else {
+                return reply.error(Errno::EIO);
+            };
+            return match queries.get_mut(&fh.0) {
+                Some(answer) => {
+                    let base = *answer.read_base.get_or_insert(offset);
+                    reply.data(slice(&answer.bytes, offset.saturating_sub(base), size))
+                }
+                None => reply.data(slice(QUERY_HELP, offset, size)),
+            };
         }
         if let Node::Response(session, rid) = &node {
             let Some(ask) = self.authority.ask_for(session, rid) else {
@@ -791,10 +907,16 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let node = match self.node(ino) {
-            Ok(node) => node,
-            Err(e) => return reply.error(e),
+        // A decision on an ask that has just left the inbox is told
+        // `EALREADY` by the authority, not `ENOENT` here.
+        let node = match self.inodes.node(ino.0) {
+            Some(node @ Node::InboxItem(..)) => node,
+            _ => match self.node(ino) {
+                Ok(node) => node,
+                Err(e) => return reply.error(e),
+            },
         };
+        let caller = self.caller(req);
         let text = || String::from_utf8_lossy(data).into_owned();
         let result = match &node {
             Node::Request(..) => {
@@ -820,11 +942,28 @@ impl Filesystem for PermFs {
                     )),
                 }
             }
-            Node::InboxItem(session, ask) => {
-                self.authority.decide(session, ask, req.uid(), &text())
+            Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller, &text()),
+            Node::Ctl(session) => self.control(session, caller, &text()),
+            Node::Query(session) => match self.check_open(caller, &node) {
+                Err(e) => return reply.error(e),
+                Ok(()) => self.authority.query(session, &text()).and_then(|bytes| {
+                    let mut queries = self
+                        .queries
+                        .lock()
+                        .map_err(|_| AuthorityError::Invalid("query state is unusable".into()))?;
+                    queries.insert(
+                        fh.0,
+                        QueryAnswer {
+                            bytes,
+                            read_base: None,
+                        },
+                    );
+                    Ok(())
+                }),
+            },
+            Node::JudgeVerdict(_) if !self.is_operator(caller) => {
+                return reply.error(Errno::EACCES)
             }
-            Node::Ctl(session) => self.control(session, &text()),
-            Node::Query(session) => self.authority.query(session, &text()),
             Node::JudgeVerdict(name) => self.authority.judge_verdict(name, req.uid(), &text()),
             _ => return reply.error(Errno::EACCES),
         };
@@ -877,6 +1016,9 @@ impl Filesystem for PermFs {
         if let Ok(mut map) = self.event_cursors.lock() {
             map.remove(&fh.0);
         }
+        if let Ok(mut map) = self.queries.lock() {
+            map.remove(&fh.0);
+        }
         if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh.0)) {
             self.authority.judge_lease_closed(&name);
         }
@@ -887,21 +1029,29 @@ impl Filesystem for PermFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<fuser::TimeOrNow>,
-        _mtime: Option<fuser::TimeOrNow>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<fuser::TimeOrNow>,
+        mtime: Option<fuser::TimeOrNow>,
         _ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
+        crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
+        flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Truncation on open (O_TRUNC from `echo >`) is accepted and ignored.
+        // Ownership and modes are the bindings themselves: they change only
+        // through `ctl`. Truncation on open (O_TRUNC from `echo >`, which
+        // also stamps the times) is accepted and ignored; times alone
+        // (`touch`, `utimes`) are refused like the rest.
+        let changes_binding = mode.is_some() || uid.is_some() || gid.is_some() || flags.is_some();
+        let changes_times = atime.is_some() || mtime.is_some() || crtime.is_some();
+        if changes_binding || (changes_times && size.is_none()) {
+            return reply.error(Errno::EPERM);
+        }
         match self.node(ino) {
             Ok(node) => reply.attr(&ttl(&node), &self.attr(&node)),
             Err(e) => reply.error(e),
@@ -914,6 +1064,9 @@ impl Filesystem for PermFs {
         };
         let result = match self.node(parent) {
             Ok(Node::OutboxDir(s)) => {
+                if let Err(e) = self.check_open(self.caller(req), &Node::OutboxDir(s.clone())) {
+                    return reply.error(e);
+                }
                 let rid = name
                     .strip_suffix(".request")
                     .or_else(|| name.strip_suffix(".response"))
@@ -921,7 +1074,7 @@ impl Filesystem for PermFs {
                 self.authority.withdraw(&s, rid)
             }
             Ok(Node::GrantsDir(s)) => {
-                if self.authority.may_decide(&s, req.uid()) {
+                if self.authority.may_decide(&s, self.caller(req)) {
                     self.authority.revoke(&s, name)
                 } else {
                     Err(AuthorityError::PermissionDenied(
@@ -953,7 +1106,9 @@ impl Filesystem for PermFs {
         if name.len() > 255 {
             return reply.error(Errno::ENAMETOOLONG);
         }
+        let caller = self.caller(req);
         match self.node(parent) {
+            Ok(Node::JudgesDir) if !self.is_operator(caller) => reply.error(Errno::EACCES),
             Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
                 Ok(()) => reply.entry(
                     &Duration::ZERO,
@@ -963,7 +1118,7 @@ impl Filesystem for PermFs {
                 Err(error) => reply.error(errno(&error)),
             },
             Ok(Node::ChildrenDir(s)) => {
-                match self.authority.spawn(&s, name, SpawnSpec::default()) {
+                match self.authority.spawn(&s, name, SpawnSpec::default(), caller) {
                     Ok(id) => reply.entry(
                         &STRUCTURE_TTL,
                         &self.entry_attr(&Node::SessionDir(id)),
@@ -981,12 +1136,14 @@ impl Filesystem for PermFs {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
         };
+        let caller = self.caller(req);
         match self.node(parent) {
+            Ok(Node::JudgesDir) if !self.is_operator(caller) => reply.error(Errno::EACCES),
             Ok(Node::JudgesDir) => match self.authority.detach_judge(name, req.uid()) {
                 Ok(()) => reply.ok(),
                 Err(error) => reply.error(errno(&error)),
             },
-            Ok(Node::ChildrenDir(s)) => match self.authority.end_session(&format!("{s}/{name}")) {
+            Ok(Node::ChildrenDir(s)) => match self.authority.end_child(&s, name, caller) {
                 Ok(()) => reply.ok(),
                 Err(error) => reply.error(errno(&error)),
             },

@@ -1,5 +1,6 @@
 //! The FUSE daemon: mounts [`fs::PermFs`] and runs until SIGINT/SIGTERM.
 
+pub mod caller;
 pub mod fs;
 pub mod nodes;
 pub mod parking;
@@ -104,7 +105,7 @@ fn wait_for_termination(set: &libc::sigset_t) -> i32 {
 }
 
 /// The root sessions: the config's `roots` (`{"name": {"agent": …, "cwd":
-/// …, "interactive": bool, "deciderUids": [..]}}`), or one interactive
+/// …, "interactive": bool, "askerUid": N, "deciderUid": N}}`), or one interactive
 /// `main` in the daemon's cwd.
 fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpec)>, String> {
     let Some(roots) = roots else {
@@ -122,7 +123,7 @@ fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpe
     if object.is_empty() {
         return Err("\"roots\" must name at least one session".into());
     }
-    const KEYS: &[&str] = &["agent", "cwd", "interactive", "deciderUids"];
+    const KEYS: &[&str] = &["agent", "cwd", "interactive", "askerUid", "deciderUid"];
     object
         .iter()
         .map(|(name, settings)| {
@@ -152,16 +153,15 @@ fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpe
                     .as_bool()
                     .ok_or(format!("roots.{name}.interactive must be true or false"))?,
             };
-            let decider_uids = match settings.get("deciderUids") {
-                None => Vec::new(),
-                Some(value) => value
-                    .as_array()
-                    .and_then(|a| {
-                        a.iter()
-                            .map(|u| u.as_u64().and_then(|u| u32::try_from(u).ok()))
-                            .collect()
-                    })
-                    .ok_or(format!("roots.{name}.deciderUids must be a list of uids"))?,
+            let uid = |key: &str| -> Result<Option<u32>, String> {
+                match settings.get(key) {
+                    None => Ok(None),
+                    Some(value) => value
+                        .as_u64()
+                        .and_then(|u| u32::try_from(u).ok())
+                        .map(Some)
+                        .ok_or(format!("roots.{name}.{key} must be a uid (a number)")),
+                }
             };
             Ok((
                 name.clone(),
@@ -169,7 +169,8 @@ fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpe
                     agent: text("agent")?,
                     cwd,
                     interactive,
-                    decider_uids,
+                    asker_uid: uid("askerUid")?,
+                    decider_uid: uid("deciderUid")?,
                 },
             ))
         })

@@ -11,6 +11,7 @@
 //! true. Answers are delivered to parked waiters without any thread per
 //! waiter.
 
+use super::access::{check_spawn, Caller, Standing};
 use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
 use super::tree::{is_valid_name, Grant, SessionId, SessionTree, SpawnSpec};
 use crate::engine::{judge, Judgment};
@@ -84,8 +85,6 @@ pub(super) struct State {
     pub(super) missing_logged: std::collections::HashSet<String>,
     /// Each session's inbox event stream.
     pub(super) events: HashMap<SessionId, super::events::EventLog>,
-    /// Each session's last dry-run answer.
-    pub(super) queries: HashMap<SessionId, Vec<u8>>,
     pub(super) audit: Option<Arc<super::audit::AuditLog>>,
     pub(super) after_unlock: AfterUnlock,
 }
@@ -269,20 +268,59 @@ impl Authority {
     ) -> Result<SessionId, AuthorityError> {
         lock(&self.state)
             .tree
-            .add_root(name, spec, default_cwd)
+            .add_root(name, spec, default_cwd, self.owner_uid)
             .map_err(AuthorityError::Invalid)
     }
 
+    /// What `caller` is to `session` (`None`: no such session).
+    pub fn standing(&self, session: &str, caller: Caller) -> Option<Standing> {
+        lock(&self.state)
+            .tree
+            .get(session)
+            .map(|s| Standing::of(caller, s, self.owner_uid))
+    }
+
+    /// Spawns `name` under `parent` for `caller`, within what the spawn
+    /// rule lets the caller give (see [`super::access`]).
     pub fn spawn(
         &self,
         parent: &str,
         name: &str,
         spec: SpawnSpec,
+        caller: Caller,
     ) -> Result<SessionId, AuthorityError> {
+        let spawner = lock(&self.state)
+            .tree
+            .get(parent)
+            .cloned()
+            .ok_or_else(|| AuthorityError::NotFound(format!("no session {parent:?}")))?;
+        let standing = Standing::of(caller, &spawner, self.owner_uid);
+        // The cwd is resolved on the filesystem: outside the lock.
+        let spec = check_spawn(standing, &spawner, spec).map_err(|reason| {
+            tracing::warn!(uid = caller.uid, %parent, %name, %reason, "spawn refused");
+            AuthorityError::PermissionDenied(reason)
+        })?;
         lock(&self.state)
             .tree
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)
+    }
+
+    /// Ends `parent`'s child `name` for `caller` (its asker, decider or
+    /// the operator).
+    pub fn end_child(
+        &self,
+        parent: &str,
+        name: &str,
+        caller: Caller,
+    ) -> Result<(), AuthorityError> {
+        match self.standing(parent, caller) {
+            None => Err(AuthorityError::NotFound(format!("no session {parent:?}"))),
+            Some(standing) if !standing.may_control() => Err(AuthorityError::PermissionDenied(
+                format!("uid {} may not end children of {parent:?}", caller.uid),
+            )),
+            Some(_) => self.end_session(&format!("{parent}/{name}")),
+        }
     }
 
     /// Read access to the tree (for listing and `session.json`).
@@ -302,7 +340,6 @@ impl Authority {
             if let Some(mut log) = state.events.remove(session) {
                 log.close();
             }
-            state.queries.remove(session);
         }
         let ended: Vec<AskId> = state
             .asks
@@ -619,8 +656,10 @@ impl Authority {
     }
 
     /// A dry run at `session`: the verdict its recorded authority gives the
-    /// request now, with every rule that matched. Changes nothing.
-    pub fn query(&self, session: &str, text: &str) -> Result<(), AuthorityError> {
+    /// request now, with every rule that matched. Changes nothing; the
+    /// answer goes back to the caller alone (the mount keeps it per open
+    /// file, so nobody reads or overwrites another's dry run).
+    pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
         let (cwd, agent, principal, grants) = {
             let state = lock(&self.state);
             let s = state
@@ -656,22 +695,19 @@ impl Authority {
             "policyIssues": policy.issues,
             "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
         });
-        let mut bytes = serde_json::to_vec_pretty(&answer).unwrap_or_default();
+        let mut bytes = serde_json::to_vec_pretty(&answer)
+            .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;
         bytes.push(b'\n');
-        lock(&self.state).queries.insert(session.to_string(), bytes);
-        Ok(())
+        Ok(bytes)
     }
 
-    /// The last dry-run answer at `session`.
-    pub fn query_result(&self, session: &str) -> Vec<u8> {
+    /// Whether `ask_id` is known and already answered (a late decision is
+    /// then `EALREADY`, not "no such file").
+    pub fn is_answered(&self, ask_id: &str) -> bool {
         lock(&self.state)
-            .queries
-            .get(session)
-            .cloned()
-            .unwrap_or_else(|| {
-                b"write a request here (same forms as outbox requests), then read the verdict\n"
-                    .to_vec()
-            })
+            .asks
+            .get(ask_id)
+            .is_some_and(|a| a.response.is_some())
     }
 
     /// Parks `waiter` until the ask is answered, or returns the answer now.
@@ -781,15 +817,10 @@ impl Authority {
         Some(bytes)
     }
 
-    /// May `uid` decide at `session`?
-    pub fn may_decide(&self, session: &str, uid: u32) -> bool {
-        if uid == 0 || uid == self.owner_uid {
-            return true;
-        }
-        lock(&self.state)
-            .tree
-            .get(session)
-            .is_some_and(|s| s.decider_uids.contains(&uid))
+    /// May `caller` decide at `session`?
+    pub fn may_decide(&self, session: &str, caller: Caller) -> bool {
+        self.standing(session, caller)
+            .is_some_and(Standing::may_decide)
     }
 
     /// A live decision written to `session`'s inbox entry `ask_id`.
@@ -797,12 +828,13 @@ impl Authority {
         &self,
         session: &str,
         ask_id: &str,
-        uid: u32,
+        caller: Caller,
         text: &str,
     ) -> Result<(), AuthorityError> {
-        if !self.may_decide(session, uid) {
+        let uid = caller.uid;
+        if !self.may_decide(session, caller) {
             return Err(AuthorityError::PermissionDenied(format!(
-                "uid {uid} may not decide for session {session:?}"
+                "uid {uid} may not decide for session {session:?} (from here)"
             )));
         }
         let decision = Decision::parse(text).map_err(AuthorityError::Invalid)?;
@@ -1012,7 +1044,8 @@ impl Authority {
             "interactive": session.interactive,
             "depth": session.depth,
             "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
-            "deciderUids": session.decider_uids,
+            "askerUid": session.asker_uid,
+            "deciderUid": session.decider_uid,
         }))
     }
 
@@ -1326,6 +1359,18 @@ mod tests {
         )
     }
 
+    /// The operator (root in the daemon's namespace).
+    fn root() -> Caller {
+        uid(0)
+    }
+
+    fn uid(uid: u32) -> Caller {
+        Caller {
+            uid,
+            in_daemon_namespace: true,
+        }
+    }
+
     fn add_interactive_main(authority: &Authority, cwd: &str) {
         let spec = SpawnSpec {
             interactive: true,
@@ -1341,7 +1386,7 @@ mod tests {
         let cwd = dir.path().to_string_lossy().into_owned();
         add_interactive_main(&authority, &cwd);
         let child = authority
-            .spawn("main", "worker", SpawnSpec::default())
+            .spawn("main", "worker", SpawnSpec::default(), root())
             .expect("child");
         let allowed = authority
             .submit(&child, "r1", br#"{"surface":"bash","value":"ls"}"#)
@@ -1358,21 +1403,21 @@ mod tests {
         assert_eq!(authority.inbox("main"), vec![pending.clone()]);
         assert!(authority.inbox(&child).is_empty());
         assert!(matches!(
-            authority.decide("main", &pending, 4242, "allow"),
+            authority.decide("main", &pending, uid(4242), "allow"),
             Err(AuthorityError::PermissionDenied(_))
         ));
         assert!(matches!(
-            authority.decide("main", &pending, 0, "maybe"),
+            authority.decide("main", &pending, uid(0), "maybe"),
             Err(AuthorityError::Invalid(_))
         ));
         authority
-            .decide("main", &pending, 0, "deny not now")
+            .decide("main", &pending, uid(0), "deny not now")
             .expect("decided");
         let response = authority.response(&pending).expect("answered");
         assert_eq!(response.state, "denied_with_reason");
         assert_eq!(response.hops.len(), 2);
         assert!(matches!(
-            authority.decide("main", &pending, 0, "allow"),
+            authority.decide("main", &pending, uid(0), "allow"),
             Err(AuthorityError::AlreadyDecided(_))
         ));
     }
@@ -1388,7 +1433,9 @@ mod tests {
             agent: Some("admin".into()),
             ..Default::default()
         };
-        let direct = authority.spawn("main", "a", admin.clone()).expect("child");
+        let direct = authority
+            .spawn("main", "a", admin.clone(), root())
+            .expect("child");
         let ok = authority
             .submit(&direct, "r", br#"{"surface":"bash","value":"rm x"}"#)
             .expect("ok");
@@ -1406,9 +1453,12 @@ mod tests {
                     agent: Some("worker".into()),
                     ..Default::default()
                 },
+                root(),
             )
             .expect("child");
-        let disguised = authority.spawn(&worker, "g", admin).expect("grandchild");
+        let disguised = authority
+            .spawn(&worker, "g", admin, root())
+            .expect("grandchild");
         let denied = authority
             .submit(&disguised, "r", br#"{"surface":"bash","value":"rm x"}"#)
             .expect("ok");
@@ -1447,7 +1497,7 @@ mod tests {
         let cwd = dir.path().to_string_lossy().into_owned();
         add_interactive_main(&authority, &cwd);
         let child = authority
-            .spawn("main", "c", SpawnSpec::default())
+            .spawn("main", "c", SpawnSpec::default(), root())
             .expect("child");
         let first = authority
             .submit(&child, "a", br#"{"surface":"bash","value":"make"}"#)
@@ -1456,7 +1506,7 @@ mod tests {
             .submit(&child, "b", br#"{"surface":"bash","value":"make"}"#)
             .expect("ok");
         authority
-            .decide("main", &first, 0, "allow session")
+            .decide("main", &first, uid(0), "allow session")
             .expect("decided");
         let covered = authority.response(&second).expect("covered by the grant");
         assert!(matches!(

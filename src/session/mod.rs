@@ -1,13 +1,16 @@
 //! The session tree and the decision walk. Knows nothing of FUSE: the
 //! mount is a thin adapter over [`authority::Authority`].
 
+pub mod access;
 pub mod ask;
 pub mod audit;
 pub mod authority;
 pub mod chain;
+pub mod control;
 pub mod events;
 pub mod review;
 pub mod tree;
 
+pub use access::{Caller, Standing};
 pub use authority::{Authority, AuthorityError, Decision};
 pub use tree::{SessionTree, SpawnSpec};

@@ -30,8 +30,10 @@ pub struct Session {
     pub cwd: String,
     pub interactive: bool,
     pub depth: usize,
-    /// Uids besides root and the mount owner that may decide here.
-    pub decider_uids: Vec<u32>,
+    /// The uid that may ask as this session (its outbox, `ctl`, `query`).
+    pub asker_uid: u32,
+    /// The uid besides root and the mount owner that may decide here.
+    pub decider_uid: Option<u32>,
     pub children: BTreeMap<String, SessionId>,
     pub grants: Vec<Grant>,
     /// The grants compiled as one rule list (rebuilt when they change).
@@ -44,7 +46,12 @@ pub struct SpawnSpec {
     pub agent: Option<String>,
     pub cwd: Option<String>,
     pub interactive: bool,
-    pub decider_uids: Vec<u32>,
+    /// Who may ask as the session; inherited from the spawner when unset
+    /// (a root's default is the mount owner).
+    pub asker_uid: Option<u32>,
+    /// Who besides root and the mount owner may decide there (never
+    /// inherited: deciding is granted, not passed down).
+    pub decider_uid: Option<u32>,
 }
 
 impl Session {
@@ -103,6 +110,7 @@ impl SessionTree {
         name: &str,
         spec: SpawnSpec,
         default_cwd: &str,
+        owner_uid: u32,
     ) -> Result<SessionId, String> {
         if !is_valid_name(name) {
             return Err(format!("{name:?} is not a valid session name"));
@@ -120,7 +128,8 @@ impl SessionTree {
                 cwd: spec.cwd.unwrap_or_else(|| default_cwd.to_string()),
                 interactive: spec.interactive,
                 depth: 0,
-                decider_uids: spec.decider_uids,
+                asker_uid: spec.asker_uid.unwrap_or(owner_uid),
+                decider_uid: spec.decider_uid,
                 children: BTreeMap::new(),
                 grants: Vec::new(),
                 compiled_grants: Self::empty_grants(),
@@ -156,7 +165,8 @@ impl SessionTree {
             cwd: spec.cwd.unwrap_or_else(|| parent_session.cwd.clone()),
             interactive: spec.interactive,
             depth: parent_session.depth + 1,
-            decider_uids: spec.decider_uids,
+            asker_uid: spec.asker_uid.unwrap_or(parent_session.asker_uid),
+            decider_uid: spec.decider_uid,
             children: BTreeMap::new(),
             grants: Vec::new(),
             compiled_grants: Self::empty_grants(),

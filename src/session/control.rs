@@ -1,0 +1,125 @@
+//! The `ctl` language, parsed in one place: one command per write.
+//!
+//! ```text
+//! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID]
+//! end <child>
+//! ```
+//!
+//! `mkdir children/<child>` is `spawn <child>` with no options, and
+//! `rmdir children/<child>` is `end <child>`, so both paths meet the same
+//! spawn rule ([`super::access::check_spawn`]).
+
+use super::tree::SpawnSpec;
+
+/// What a `ctl` write asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlCommand {
+    Spawn { name: String, spec: SpawnSpec },
+    End { name: String },
+}
+
+const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] | end <child>";
+
+impl ControlCommand {
+    /// Parses one command; the error names what was wrong and the usage.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut words = text.split_whitespace();
+        match words.next() {
+            Some("spawn") => {
+                let name = words
+                    .next()
+                    .ok_or_else(|| format!("spawn needs a child name: {USAGE}"))?
+                    .to_string();
+                let mut spec = SpawnSpec::default();
+                for word in words {
+                    match word.split_once('=') {
+                        Some(("agent", agent)) if !agent.is_empty() => {
+                            set_once(&mut spec.agent, agent.to_string(), "agent")?
+                        }
+                        Some(("cwd", cwd)) if cwd.starts_with('/') => {
+                            set_once(&mut spec.cwd, cwd.to_string(), "cwd")?
+                        }
+                        Some(("cwd", cwd)) => {
+                            return Err(format!("cwd {cwd:?} must be an absolute path"))
+                        }
+                        Some(("asker", uid)) => set_once(&mut spec.asker_uid, parse_uid(uid)?, "asker")?,
+                        Some(("decider", uid)) => {
+                            set_once(&mut spec.decider_uid, parse_uid(uid)?, "decider")?
+                        }
+                        Some(("uid", _)) => {
+                            return Err("uid= is ambiguous: write asker=UID (who may ask as the child) or decider=UID (who may decide there)".into())
+                        }
+                        None if word == "interactive" => spec.interactive = true,
+                        _ => return Err(format!("unknown spawn option {word:?}: {USAGE}")),
+                    }
+                }
+                Ok(Self::Spawn { name, spec })
+            }
+            Some("end") => {
+                let name = words
+                    .next()
+                    .ok_or_else(|| format!("end needs a child name: {USAGE}"))?
+                    .to_string();
+                match words.next() {
+                    None => Ok(Self::End { name }),
+                    Some(extra) => Err(format!("end takes one child name; {extra:?} is extra")),
+                }
+            }
+            _ => Err(format!("unknown command {:?}: {USAGE}", text.trim())),
+        }
+    }
+}
+
+fn parse_uid(text: &str) -> Result<u32, String> {
+    text.parse()
+        .map_err(|_| format!("uid {text:?} is not a number"))
+}
+
+fn set_once<T>(slot: &mut Option<T>, value: T, what: &str) -> Result<(), String> {
+    if slot.replace(value).is_some() {
+        return Err(format!("{what}= is given twice"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawn_lines_name_every_binding() {
+        let command =
+            ControlCommand::parse("spawn w agent=rev cwd=/tmp interactive asker=7 decider=8\n")
+                .expect("valid");
+        let ControlCommand::Spawn { name, spec } = command else {
+            panic!("a spawn");
+        };
+        assert_eq!(name, "w");
+        assert_eq!(spec.agent.as_deref(), Some("rev"));
+        assert_eq!(spec.cwd.as_deref(), Some("/tmp"));
+        assert!(spec.interactive);
+        assert_eq!((spec.asker_uid, spec.decider_uid), (Some(7), Some(8)));
+        assert_eq!(
+            ControlCommand::parse("end w"),
+            Ok(ControlCommand::End { name: "w".into() })
+        );
+    }
+
+    #[test]
+    fn bad_lines_say_what_is_wrong() {
+        for (line, needle) in [
+            ("spawn", "needs a child name"),
+            ("spawn w uid=5", "asker=UID"),
+            ("spawn w cwd=rel", "absolute"),
+            ("spawn w asker=x", "not a number"),
+            ("spawn w asker=1 asker=2", "twice"),
+            ("spawn w frobnicate", "unknown spawn option"),
+            ("end", "needs a child name"),
+            ("end a b", "extra"),
+            ("reboot", "unknown command"),
+        ] {
+            let error = ControlCommand::parse(line).expect_err(line);
+            assert!(error.contains(needle), "{line}: {error}");
+        }
+    }
+}
