@@ -87,6 +87,16 @@ impl Standing {
     }
 }
 
+/// Why a spawn was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnRefusal {
+    /// The caller may not give what it asked for (`EACCES`).
+    NotAllowed(String),
+    /// The request itself is wrong, e.g. a cwd that does not exist
+    /// (`EINVAL`).
+    Invalid(String),
+}
+
 /// Checks `spec` against what `standing` may give a child of `spawner`,
 /// and fixes the child's cwd to its canonical form (so a symlink swapped
 /// later cannot move the child out of its spawner's tree). Returns the
@@ -94,8 +104,13 @@ impl Standing {
 pub fn check_spawn(
     standing: Standing,
     spawner: &Session,
-    mut spec: SpawnSpec,
-) -> Result<SpawnSpec, String> {
+    spec: SpawnSpec,
+) -> Result<SpawnSpec, SpawnRefusal> {
+    check_standing(standing, spawner, &spec).map_err(SpawnRefusal::NotAllowed)?;
+    resolve_cwd(standing, spawner, spec)
+}
+
+fn check_standing(standing: Standing, spawner: &Session, spec: &SpawnSpec) -> Result<(), String> {
     if !standing.may_control() {
         return Err(format!(
             "only the session's asker, its decider or the operator may spawn under {:?}",
@@ -119,13 +134,22 @@ pub fn check_spawn(
             ));
         }
     }
+    Ok(())
+}
+
+/// The child's cwd, canonical; an asker's must lie within its own.
+fn resolve_cwd(
+    standing: Standing,
+    spawner: &Session,
+    mut spec: SpawnSpec,
+) -> Result<SpawnSpec, SpawnRefusal> {
     if let Some(cwd) = spec.cwd.take() {
-        let canonical = canonical_dir(&cwd)?;
+        let canonical = canonical_dir(&cwd).map_err(SpawnRefusal::Invalid)?;
         if standing == Standing::Asker && !is_within(&canonical, &canonical_parent_cwd(spawner)) {
-            return Err(format!(
+            return Err(SpawnRefusal::NotAllowed(format!(
                 "cwd {cwd:?} is outside the spawner's cwd {:?}: only the operator or this session's decider may choose it",
                 spawner.cwd
-            ));
+            )));
         }
         spec.cwd = Some(canonical.to_string_lossy().into_owned());
     }

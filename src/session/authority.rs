@@ -11,7 +11,7 @@
 //! true. Answers are delivered to parked waiters without any thread per
 //! waiter.
 
-use super::access::{check_spawn, Caller, Standing};
+use super::access::{check_spawn, Caller, SpawnRefusal, Standing};
 use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
 use super::tree::{is_valid_name, Grant, SessionId, SessionTree, SpawnSpec};
 use crate::engine::{judge, Judgment};
@@ -296,9 +296,12 @@ impl Authority {
             .ok_or_else(|| AuthorityError::NotFound(format!("no session {parent:?}")))?;
         let standing = Standing::of(caller, &spawner, self.owner_uid);
         // The cwd is resolved on the filesystem: outside the lock.
-        let spec = check_spawn(standing, &spawner, spec).map_err(|reason| {
-            tracing::warn!(uid = caller.uid, %parent, %name, %reason, "spawn refused");
-            AuthorityError::PermissionDenied(reason)
+        let spec = check_spawn(standing, &spawner, spec).map_err(|refusal| {
+            tracing::warn!(uid = caller.uid, %parent, %name, ?refusal, "spawn refused");
+            match refusal {
+                SpawnRefusal::NotAllowed(reason) => AuthorityError::PermissionDenied(reason),
+                SpawnRefusal::Invalid(reason) => AuthorityError::Invalid(reason),
+            }
         })?;
         lock(&self.state)
             .tree

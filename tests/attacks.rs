@@ -1,0 +1,474 @@
+//! The security issue's attacks, run against a real mount the way an
+//! attacker would: from a process with another uid, and from a sandbox
+//! (a private mount namespace) that holds only its own session directory.
+//! Each attack must be refused with the documented errno and leave no
+//! session, grant or decision behind.
+//!
+//! These tests need root (to switch uids and make mount namespaces); they
+//! say so and pass vacuously otherwise.
+
+mod common;
+
+use common::{eventually, Daemon};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::{Command, Output};
+
+const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}"#;
+const STRANGER: u32 = 4242;
+const AGENT: u32 = 4343;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        eprintln!("skipped: the attack tests switch uids and need root");
+    }
+    root
+}
+
+/// A daemon whose temp dir other uids may traverse (tempdirs are 0700).
+fn daemon() -> Daemon {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::set_permissions(daemon.dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("temp dir opened to other uids");
+    daemon
+}
+
+/// Runs `script` with `bash` as `uid` (and the same gid, no groups).
+/// (bash, not dash: dash reports every failed write as "I/O error".)
+fn as_uid(uid: u32, script: &str) -> Output {
+    Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={uid}"))
+        .args(["--clear-groups", "bash", "-c", script])
+        .output()
+        .expect("sh runs as another uid")
+}
+
+/// Runs `script` as root in a private mount namespace where only
+/// `session` is bound, at `jail`, and the shell starts there.
+fn in_sandbox(daemon: &Daemon, session: &str, script: &str) -> Output {
+    let jail = daemon
+        .dir
+        .path()
+        .join(format!("jail-{}", session.replace('/', "-")));
+    std::fs::create_dir_all(&jail).expect("jail dir");
+    let script = format!(
+        "mount --bind '{session}' '{jail}' && cd '{jail}' && {script}",
+        session = daemon.session(session).display(),
+        jail = jail.display()
+    );
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash", "-c", &script])
+        .output()
+        .expect("unshare runs")
+}
+
+/// Each `label: command` line's outcome: `ok`, or the shell's error text.
+fn outcomes(output: &Output) -> Vec<(String, String)> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(" => "))
+        .map(|(label, outcome)| (label.to_string(), outcome.to_string()))
+        .collect()
+}
+
+/// A script that runs each `(label, command)` and prints `label => ok` or
+/// `label => <error>` (the command's stderr), whatever happened before.
+fn attempts(commands: &[(&str, String)]) -> String {
+    commands
+        .iter()
+        .map(|(label, command)| {
+            format!(
+                "if out=$( ({command}) 2>&1 >/dev/null); then echo '{label} => ok'; \
+                 else echo \"{label} => $out\"; fi"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn assert_refused(outcomes: &[(String, String)], label: &str, error: &str) {
+    let outcome = outcomes
+        .iter()
+        .find(|(l, _)| l == label)
+        .map(|(_, o)| o.as_str())
+        .unwrap_or_else(|| panic!("{label} did not run: {outcomes:?}"));
+    assert!(
+        outcome.contains(error),
+        "{label}: expected {error:?}, got {outcome:?}"
+    );
+}
+
+fn assert_ok(outcomes: &[(String, String)], label: &str) {
+    assert!(
+        outcomes.iter().any(|(l, o)| l == label && o == "ok"),
+        "{label} should succeed: {outcomes:?}"
+    );
+}
+
+fn children(daemon: &Daemon, session: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(daemon.session(session).join("children"))
+        .expect("children listed")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn grants(daemon: &Daemon, session: &str) -> usize {
+    std::fs::read_dir(daemon.session(session).join("grants"))
+        .expect("grants listed")
+        .count()
+}
+
+const DENIED: &str = "Permission denied";
+
+#[test]
+fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    let pending = daemon.ask("main", "p", r#"{"surface":"bash","value":"make"}"#);
+    eventually("the ask reaches main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    let m = daemon.session("main");
+    let m = m.display();
+    let mnt = daemon.mountpoint.display();
+    let output = as_uid(
+        STRANGER,
+        &attempts(&[
+            (
+                "spawn",
+                format!("echo 'spawn evil interactive decider={STRANGER}' > {m}/ctl"),
+            ),
+            ("mkdir", format!("mkdir {m}/children/evil")),
+            (
+                "ask",
+                format!(
+                    "echo '{{\"surface\":\"bash\",\"value\":\"rm -rf /\"}}' > {m}/outbox/x.request"
+                ),
+            ),
+            ("list-outbox", format!("ls {m}/outbox")),
+            ("read-response", format!("cat {m}/outbox/p.response")),
+            ("withdraw", format!("rm {m}/outbox/p.request")),
+            ("list-inbox", format!("ls {m}/inbox")),
+            ("read-ask", format!("cat {m}/inbox/{ask}")),
+            ("decide", format!("echo allow > {m}/inbox/{ask}")),
+            ("events", format!("cat {m}/events")),
+            ("audit", format!("cat {mnt}/audit.log")),
+            ("judges", format!("mkdir {mnt}/judges/evil")),
+            (
+                "query",
+                format!("echo '{{\"surface\":\"bash\",\"value\":\"ls\"}}' > {m}/query"),
+            ),
+            ("chmod", format!("chmod 777 {m}/ctl")),
+            ("revoke", format!("rm -f {m}/grants/g1")),
+            ("read-rules", format!("cat {m}/rules.json")),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    for label in [
+        "spawn",
+        "mkdir",
+        "ask",
+        "list-outbox",
+        "read-response",
+        "withdraw",
+        "list-inbox",
+        "read-ask",
+        "decide",
+        "events",
+        "audit",
+        "judges",
+        "query",
+    ] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    assert_refused(&outcomes, "chmod", "Operation not permitted");
+    assert_ok(&outcomes, "read-rules");
+
+    // Nothing changed: no session, the ask still pending, no grant.
+    assert!(children(&daemon, "main").is_empty());
+    assert_eq!(daemon.inbox("main"), vec![ask]);
+    assert!(std::fs::metadata(&pending).is_ok());
+    assert_eq!(grants(&daemon, "main"), 0);
+    let outbox: Vec<_> = std::fs::read_dir(daemon.session("main").join("outbox"))
+        .expect("outbox")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(outbox.len(), 2, "only p.request and p.response: {outbox:?}");
+}
+
+#[test]
+fn an_asker_uid_asks_but_cannot_raise_a_child_or_decide() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    let elsewhere = tempfile::tempdir().expect("a permissive project elsewhere");
+    std::fs::create_dir(elsewhere.path().join(".pi")).expect(".pi");
+    std::fs::write(
+        elsewhere.path().join(".pi/permission-system.json"),
+        r#"{"permission": {"*": "allow"}}"#,
+    )
+    .expect("project config");
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        format!("spawn w asker={AGENT}"),
+    )
+    .expect("the operator binds the agent's uid");
+    let w = daemon.session("main/w");
+
+    // The bindings are visible as ownership and modes.
+    let outbox = std::fs::metadata(w.join("outbox")).expect("outbox");
+    assert_eq!(
+        (outbox.uid(), outbox.mode() & 0o777),
+        (AGENT, 0o770),
+        "outbox belongs to the asker"
+    );
+    let ctl = std::fs::metadata(w.join("ctl")).expect("ctl");
+    assert_eq!((ctl.uid(), ctl.mode() & 0o777), (AGENT, 0o220));
+    let inbox = std::fs::metadata(daemon.session("main").join("inbox")).expect("inbox");
+    assert_eq!((inbox.uid(), inbox.mode() & 0o777), (0, 0o750));
+
+    let wd = w.display();
+    let main = daemon.session("main");
+    let md = main.display();
+    let ask = |rid: &str, command: &str| {
+        format!(
+            "echo '{{\"surface\":\"bash\",\"value\":\"{command}\"}}' > {wd}/outbox/{rid}.request"
+        )
+    };
+    let output = as_uid(
+        AGENT,
+        &attempts(&[
+            ("ask", ask("r1", "git status")),
+            (
+                "answer",
+                format!("grep -q '\"approved\": true' {wd}/outbox/r1.response"),
+            ),
+            ("pending-ask", ask("r2", "make")),
+            (
+                "interactive",
+                format!("echo 'spawn g interactive' > {wd}/ctl"),
+            ),
+            (
+                "bind-decider",
+                format!("echo 'spawn g decider={AGENT}' > {wd}/ctl"),
+            ),
+            (
+                "bind-asker",
+                format!("echo 'spawn g asker={STRANGER}' > {wd}/ctl"),
+            ),
+            ("cwd-root", format!("echo 'spawn g cwd=/' > {wd}/ctl")),
+            (
+                "cwd-elsewhere",
+                format!(
+                    "echo 'spawn g cwd={}' > {wd}/ctl",
+                    elsewhere.path().display()
+                ),
+            ),
+            ("plain-child", format!("echo 'spawn c' > {wd}/ctl")),
+            ("mkdir-child", format!("mkdir {wd}/children/d")),
+            ("rmdir-child", format!("rmdir {wd}/children/d")),
+            (
+                "decide-at-parent",
+                format!("for f in {md}/inbox/*; do echo allow > \"$f\"; done"),
+            ),
+            ("spawn-at-parent", format!("echo 'spawn sib' > {md}/ctl")),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    for label in [
+        "ask",
+        "answer",
+        "pending-ask",
+        "plain-child",
+        "mkdir-child",
+        "rmdir-child",
+    ] {
+        assert_ok(&outcomes, label);
+    }
+    for label in [
+        "interactive",
+        "bind-decider",
+        "bind-asker",
+        "cwd-root",
+        "cwd-elsewhere",
+        "decide-at-parent",
+        "spawn-at-parent",
+    ] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    assert_eq!(children(&daemon, "main/w"), vec!["c".to_string()]);
+    assert_eq!(children(&daemon, "main"), vec!["w".to_string()]);
+    eventually("w's pending ask waits at main", || {
+        daemon.inbox("main").len() == 1
+    });
+    let c = std::fs::metadata(daemon.session("main/w/c").join("outbox")).expect("c");
+    assert_eq!(c.uid(), AGENT, "a child inherits its spawner's asker");
+}
+
+#[test]
+fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    // The operator gives the boxed session an inbox of its own (a person
+    // watches it from outside); the agent inside runs as the same uid.
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        "spawn boxed interactive",
+    )
+    .expect("spawned");
+    let evil = tempfile::tempdir().expect("evil project");
+    daemon.ask(
+        "main/boxed",
+        "first",
+        r#"{"surface":"bash","value":"make"}"#,
+    );
+    eventually("the boxed session's own ask waits in its inbox", || {
+        daemon.inbox("main/boxed").len() == 1
+    });
+    let ask = daemon.inbox("main/boxed")[0].clone();
+    let output = in_sandbox(
+        &daemon,
+        "main/boxed",
+        &attempts(&[
+            (
+                "ask",
+                "echo '{\"surface\":\"bash\",\"value\":\"git log\"}' > outbox/r.request".into(),
+            ),
+            (
+                "answer",
+                "grep -q '\"approved\": true' outbox/r.response".into(),
+            ),
+            ("list-inbox", "ls inbox".into()),
+            ("read-own-ask", format!("cat inbox/{ask}")),
+            ("self-approve", format!("echo allow > inbox/{ask}")),
+            (
+                "self-approve-json",
+                format!("echo '{{\"decision\":\"allow session\"}}' > inbox/{ask}"),
+            ),
+            ("events", "cat events".into()),
+            (
+                "interactive-child",
+                "echo 'spawn g interactive' > ctl".into(),
+            ),
+            ("decider-child", "echo 'spawn g decider=0' > ctl".into()),
+            (
+                "evil-cwd",
+                format!("echo 'spawn p cwd={}' > ctl", evil.path().display()),
+            ),
+            ("root-cwd", "echo 'spawn p cwd=/' > ctl".into()),
+            ("plain-child", "echo 'spawn ok' > ctl".into()),
+            ("chmod", "chmod 666 ctl".into()),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    assert_ok(&outcomes, "ask");
+    assert_ok(&outcomes, "answer");
+    assert_ok(&outcomes, "plain-child");
+    for label in [
+        "list-inbox",
+        "read-own-ask",
+        "self-approve",
+        "self-approve-json",
+        "events",
+        "interactive-child",
+        "decider-child",
+        "evil-cwd",
+        "root-cwd",
+    ] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    assert_refused(&outcomes, "chmod", "Operation not permitted");
+    // From outside: the ask still waits, no grant, only the plain child.
+    assert_eq!(
+        daemon.inbox("main/boxed"),
+        vec![ask.clone()],
+        "{outcomes:?}"
+    );
+    assert_eq!(grants(&daemon, "main/boxed"), 0);
+    assert_eq!(children(&daemon, "main/boxed"), vec!["ok".to_string()]);
+    let session: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.session("main/boxed/ok").join("session.json"))
+            .expect("session.json"),
+    )
+    .expect("JSON");
+    assert_eq!(session["interactive"], false);
+    // The person outside decides it.
+    std::fs::write(
+        daemon.session("main/boxed").join("inbox").join(&ask),
+        "deny not in a sandbox",
+    )
+    .expect("the operator decides");
+}
+
+#[test]
+fn mount_files_refuse_chmod_chown_and_utimes_and_late_decisions_say_ealready() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    let ctl = daemon.session("main").join("ctl");
+    let eperm = Some(libc::EPERM);
+    let chmod = std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o777));
+    assert_eq!(chmod.map_err(|e| e.raw_os_error()), Err(eperm));
+    let chown = std::os::unix::fs::chown(&ctl, Some(STRANGER), None);
+    assert_eq!(chown.map_err(|e| e.raw_os_error()), Err(eperm));
+    let touch = Command::new("touch")
+        .arg(daemon.session("main").join("session.json"))
+        .output()
+        .expect("touch runs");
+    assert!(
+        String::from_utf8_lossy(&touch.stderr).contains("Operation not permitted"),
+        "{touch:?}"
+    );
+    assert_eq!(std::fs::metadata(&ctl).expect("ctl").mode() & 0o777, 0o220);
+
+    daemon.ask("main", "p", r#"{"surface":"bash","value":"make"}"#);
+    eventually("pending", || daemon.inbox("main").len() == 1);
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    std::fs::write(&entry, "deny").expect("first decision");
+    let second = std::fs::write(&entry, "allow");
+    assert_eq!(
+        second.map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EALREADY)),
+        "a second decision is told the ask was decided"
+    );
+}
+
+/// Sanity for the helpers: the stranger can reach the mount at all (else
+/// every refusal above would be vacuous).
+#[test]
+fn a_stranger_can_read_what_is_public() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    let output = as_uid(
+        STRANGER,
+        &attempts(&[
+            (
+                "readme",
+                format!("cat {}/README", daemon.mountpoint.display()),
+            ),
+            (
+                "session",
+                format!("cat {}/session.json", daemon.session("main").display()),
+            ),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    assert_ok(&outcomes, "readme");
+    assert_ok(&outcomes, "session");
+}
