@@ -21,6 +21,11 @@ pub struct MountArgs {
     /// FUSE worker threads (blocked readers use none).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// When not running as root: let other uids (sandboxed agents with
+    /// their own uid, a person deciding as another user) use the mount.
+    /// Needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long)]
+    pub allow_other: bool,
 }
 
 pub fn run(args: MountArgs) -> i32 {
@@ -34,5 +39,6 @@ pub fn run(args: MountArgs) -> i32 {
         agents_dir: args.agents_dir,
         state_dir: args.state_dir,
         threads: args.threads,
+        allow_other: args.allow_other,
     })
 }

@@ -2,6 +2,7 @@
 
 pub mod caller;
 pub mod fs;
+pub mod fusermount;
 pub mod nodes;
 pub mod parking;
 
@@ -35,6 +36,9 @@ pub struct MountOptions {
     /// Where the audit log lives (default: `$XDG_STATE_HOME/permfs`).
     pub state_dir: Option<PathBuf>,
     pub threads: usize,
+    /// Let other uids use the mount when the daemon is not root (needs
+    /// `user_allow_other` in /etc/fuse.conf). Root always allows them.
+    pub allow_other: bool,
 }
 
 /// `$XDG_STATE_HOME/permfs`, or `~/.local/state/permfs`.
@@ -180,6 +184,10 @@ fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpe
 /// Mounts and serves until SIGINT/SIGTERM; returns the process exit code.
 pub fn run(options: MountOptions) -> i32 {
     let mountpoint = &options.mountpoint;
+    if let Err(message) = clean_dead_mount(mountpoint) {
+        eprintln!("permfs mount: {message}");
+        return 2;
+    }
     if !mountpoint.is_dir() {
         eprintln!("permfs mount: {} is not a directory", mountpoint.display());
         return 2;
@@ -251,11 +259,11 @@ pub fn run(options: MountOptions) -> i32 {
         MountOption::Subtype("permfs".into()),
         MountOption::DefaultPermissions,
     ];
-    if owner == 0 {
+    if owner == 0 || options.allow_other {
         config.acl = SessionACL::All;
     }
     config.n_threads = Some(options.threads.max(1));
-    let session = match fuser::spawn_mount(filesystem, mountpoint, &config) {
+    let session = match Mounted::mount(filesystem, mountpoint, config, owner) {
         Ok(session) => session,
         Err(error) => {
             eprintln!(
@@ -352,20 +360,88 @@ pub fn run(options: MountOptions) -> i32 {
     for worker in workers {
         let _ = worker.join();
     }
-    match session.umount_and_join() {
-        Ok(()) => 0,
-        Err(error) => {
-            // Something still has a file open or its cwd inside the mount:
-            // detach it lazily so no stale mount point is left behind.
-            tracing::warn!(%error, "unmount failed; detaching the mount lazily");
-            match std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) {
-                // SAFETY: a valid NUL-terminated path.
-                Ok(path) if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } == 0 => 0,
-                _ => {
-                    eprintln!("permfs mount: unmount failed: {error}");
-                    1
+    session.unmount(mountpoint)
+}
+
+/// A served mount, and how it must be taken down.
+enum Mounted {
+    /// Mounted by fuser with `mount(2)` (the daemon is root).
+    Direct(fuser::BackgroundSession),
+    /// Mounted by the `fusermount3` helper (an ordinary user): unmounting
+    /// goes through the helper too, then the session ends.
+    Helper(fuser::BackgroundSession),
+}
+
+impl Mounted {
+    fn mount(
+        filesystem: fs::PermFs,
+        mountpoint: &Path,
+        config: Config,
+        owner: u32,
+    ) -> std::io::Result<Self> {
+        if owner == 0 {
+            return fuser::spawn_mount(filesystem, mountpoint, &config).map(Self::Direct);
+        }
+        let mut options = vec!["fsname=permfs", "subtype=permfs", "default_permissions"];
+        if config.acl == SessionACL::All {
+            options.push("allow_other");
+        }
+        let fd = fusermount::mount(mountpoint, &options.join(","))?;
+        let acl = config.acl;
+        fuser::Session::from_fd(filesystem, fd, acl, config)?
+            .spawn()
+            .map(Self::Helper)
+    }
+
+    /// Unmounts and waits for the session to end; returns the exit code.
+    fn unmount(self, mountpoint: &Path) -> i32 {
+        let result = match self {
+            Self::Direct(session) => session.umount_and_join(),
+            Self::Helper(session) => {
+                fusermount::unmount_lazily(mountpoint).and_then(|()| session.join())
+            }
+        };
+        match result {
+            Ok(()) => 0,
+            Err(error) => {
+                // Something still has a file open or its cwd inside the
+                // mount: detach it lazily so no stale mount point is left.
+                tracing::warn!(%error, "unmount failed; detaching the mount lazily");
+                match fusermount::unmount_lazily(mountpoint) {
+                    Ok(()) => 0,
+                    Err(detach) => {
+                        eprintln!("permfs mount: unmount failed: {error}; {detach}");
+                        1
+                    }
                 }
             }
         }
+    }
+}
+
+/// A mount point whose daemon died answers every call with `ENOTCONN`
+/// ("Transport endpoint is not connected"). Detach it so a new daemon can
+/// mount there, or say exactly what to run.
+fn clean_dead_mount(mountpoint: &Path) -> Result<(), String> {
+    let not_connected = |result: std::io::Result<()>| {
+        result.is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN))
+    };
+    // The kernel may answer `stat` from its attribute cache for a moment
+    // after the daemon died; listing the directory always asks it.
+    let dead = not_connected(std::fs::metadata(mountpoint).map(drop))
+        || not_connected(std::fs::read_dir(mountpoint).map(drop));
+    if !dead {
+        return Ok(());
+    }
+    match fusermount::unmount_lazily(mountpoint) {
+        Ok(()) => {
+            tracing::warn!(mountpoint = %mountpoint.display(), "detached a dead FUSE mount left by a daemon that died");
+            Ok(())
+        }
+        Err(detach) => Err(format!(
+            "{} is a dead FUSE mount (its daemon died) and could not be detached ({detach}); run: fusermount3 -u -z {}",
+            mountpoint.display(),
+            mountpoint.display()
+        )),
     }
 }

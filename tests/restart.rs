@@ -1,0 +1,186 @@
+//! Starting the daemon where it is hard: on the mount point of a daemon
+//! that was killed, and as an ordinary user (through `fusermount3`).
+//!
+//! The unprivileged runs happen inside a private mount namespace where a
+//! device node the test user may open stands in for `/dev/fuse` (as
+//! distributions ship it, 0666, where this machine has 0600). Whatever
+//! they mount dies with the namespace, so a failing test leaves no mount.
+
+mod common;
+
+use common::{is_mounted, Daemon};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `nobody`: a user every Debian system has (fusermount3 needs a passwd
+/// entry for the uid that mounts).
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn have_fusermount3() -> bool {
+    Command::new("fusermount3")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_mount_point_left_by_a_killed_daemon_is_detached_and_reused() {
+    let mut first = Daemon::start(r#"{"permission": {"bash": "allow"}}"#, None);
+    let mut child = first.child.take().expect("daemon process");
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let dead = std::fs::read_dir(&first.mountpoint).map_err(|e| e.raw_os_error());
+    assert_eq!(dead.err(), Some(Some(libc::ENOTCONN)), "a dead mount point");
+
+    let config = first.dir.path().join("config.json");
+    let second = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("mount")
+        .arg(&first.mountpoint)
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(first.dir.path().join("state2"))
+        .current_dir(first.dir.path())
+        .env("PERMFS_LOG", "warn,fuser=error")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("second daemon starts");
+    // The guard now owns the second daemon: it is stopped and its mount
+    // point detached even if an assertion below fails.
+    first.child = Some(second);
+    // (The dead mount's cached names answer `stat` for a moment; reading
+    // a file always reaches a daemon.)
+    let session = first.session("main").join("session.json");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read(&session).is_err() {
+        let exited = first
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        assert!(exited.is_none(), "the second daemon exited: {exited:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the second mount did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let response = first.ask("main", "r", r#"{"surface":"bash","value":"ls"}"#);
+    assert_eq!(first.response(&response)["approved"], true);
+    let status = first.stop().expect("stopped");
+    assert!(status.success(), "{status}");
+    assert!(!is_mounted(&first.mountpoint));
+}
+
+/// Runs `script` with bash as root in a private mount namespace in which
+/// `/dev/fuse` is replaced by a node owned by `device_owner`, mode 0600.
+fn in_namespace_with_device(dir: &std::path::Path, device_owner: u32, script: &str) -> String {
+    let node = dir.join("fuse-device");
+    let made = Command::new("mknod")
+        .arg(&node)
+        .args(["c", "10", "229"])
+        .status()
+        .expect("mknod runs");
+    assert!(made.success(), "mknod");
+    std::os::unix::fs::chown(&node, Some(device_owner), Some(device_owner)).expect("chown");
+    std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let script = format!(
+        "mount --bind '{}' /dev/fuse || exit 9\n{script}",
+        node.display()
+    );
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash", "-c", &script])
+        .output()
+        .expect("unshare runs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A temp dir the unprivileged user can use: `mnt`, `state` and the
+/// config are its own.
+fn user_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for sub in ["mnt", "state"] {
+        let path = dir.path().join(sub);
+        std::fs::create_dir(&path).expect("dir");
+        std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).expect("chown");
+    }
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"permission": {"bash": {"*": "ask", "git *": "allow"}}}"#,
+    )
+    .expect("config");
+    dir
+}
+
+fn daemon_as_nobody(dir: &std::path::Path) -> String {
+    format!(
+        "setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env PERMFS_LOG=warn \
+         {bin} mount {d}/mnt --config {d}/config.json --state-dir {d}/state",
+        bin = env!("CARGO_BIN_EXE_permfs"),
+        d = dir.display()
+    )
+}
+
+#[test]
+fn an_ordinary_user_mounts_through_fusermount3() {
+    if !is_root() || !have_fusermount3() {
+        eprintln!("skipped: needs root to set the test up and fusermount3 (package fuse3)");
+        return;
+    }
+    let dir = user_dir();
+    let d = dir.path().display();
+    let script = format!(
+        "{daemon} 2>{d}/daemon.err &\n\
+         pid=$!\n\
+         for i in $(seq 200); do [ -e {d}/mnt/sessions/main/session.json ] && break; sleep 0.05; done\n\
+         grep -c '{d}/mnt fuse.permfs' /proc/self/mounts\n\
+         setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups bash -c \
+           'echo \"{{\\\"surface\\\":\\\"bash\\\",\\\"value\\\":\\\"git status\\\"}}\" > {d}/mnt/sessions/main/outbox/r.request \
+            && grep -o \"\\\"approved\\\": true\" {d}/mnt/sessions/main/outbox/r.response'\n\
+         setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups stat -c 'owner=%u' {d}/mnt/sessions/main/outbox\n\
+         kill -TERM $pid; wait $pid; echo \"exit=$?\"\n\
+         grep -c '{d}/mnt fuse' /proc/self/mounts\n\
+         cat {d}/daemon.err",
+        daemon = daemon_as_nobody(dir.path()),
+    );
+    let output = in_namespace_with_device(dir.path(), NOBODY, &script);
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines.first(), Some(&"1"), "mounted by the user: {output}");
+    assert!(
+        lines.contains(&"\"approved\": true"),
+        "asked and answered: {output}"
+    );
+    assert!(
+        lines.contains(&format!("owner={NOBODY}").as_str()),
+        "the mount owner's files: {output}"
+    );
+    assert!(lines.contains(&"exit=0"), "a clean stop: {output}");
+    assert_eq!(lines.get(4), Some(&"0"), "unmounted at stop: {output}");
+}
+
+#[test]
+fn an_ordinary_user_who_cannot_open_dev_fuse_is_told_what_to_do() {
+    if !is_root() {
+        eprintln!("skipped: needs root to set the test up");
+        return;
+    }
+    let dir = user_dir();
+    // The device belongs to root alone, as on this machine.
+    let script = format!("{}; echo \"exit=$?\"", daemon_as_nobody(dir.path()));
+    let output = in_namespace_with_device(dir.path(), 0, &script);
+    assert!(output.contains("exit=1"), "{output}");
+    assert!(
+        output.contains("cannot open /dev/fuse (mode 600)") && output.contains("0666"),
+        "names the device and the fix: {output}"
+    );
+}
