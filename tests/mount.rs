@@ -669,3 +669,53 @@ fn a_sandbox_bound_to_its_session_sees_only_that_subtree() {
         "the jail's parent is the host directory, not main: {stdout}"
     );
 }
+
+#[test]
+fn a_surface_without_a_value_is_answered_and_its_grant_covers_the_surface() {
+    let daemon = Daemon::start(
+        r#"{"permission": {"*": "ask", "webfetch": {"*": "deny"}}}"#,
+        None,
+    );
+    // Before surface-level checks this close failed with EINVAL.
+    let denied = daemon.response(&daemon.ask("main", "w", r#"{"surface":"webfetch"}"#));
+    assert_eq!(denied["outcome"], "deny");
+    assert_eq!(denied["decidedBy"]["kind"], "rule");
+    assert_eq!(denied["decidedBy"]["pattern"], "*");
+
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    daemon.ask("main/c", "one", r#"{"surface":"deploy","value":null}"#);
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow session",
+    )
+    .expect("decided");
+    let grants: Vec<_> = std::fs::read_dir(daemon.session("main").join("grants"))
+        .expect("grants")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let grant: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&grants[0]).expect("grant read"))
+            .expect("grant is JSON");
+    let text = grant.to_string();
+    assert!(
+        text.contains(r#""surface":"deploy""#) && text.contains(r#""pattern":"*""#),
+        "the grant is (deploy, *): {text}"
+    );
+    // The grant answers the surface asked with a value and the tool call.
+    for (rid, request) in [
+        ("two", r#"{"surface":"deploy","value":"prod"}"#),
+        ("three", r#"{"tool":"deploy","input":{"target":"prod"}}"#),
+    ] {
+        let covered = daemon.response(&daemon.ask("main/c", rid, request));
+        assert_eq!(
+            covered["decidedBy"]["kind"], "session_approval",
+            "{request}"
+        );
+        assert_eq!(covered["approved"], true, "{request}");
+    }
+}
