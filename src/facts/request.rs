@@ -315,7 +315,9 @@ impl Requester {
     /// value is checked twice, on `*` (all the reference evaluates: it
     /// ignores the value) and on the value, and the stricter answers: permfs
     /// is then never less restrictive than the reference, and a rule a user
-    /// wrote for one value (`deploy: {"prod": "deny"}`) still holds.
+    /// wrote for one value (`deploy: {"prod": "deny"}`) still holds. `mcp`
+    /// with a value is checked on the reference's value-less targets and on
+    /// `[value, "mcp"]`, for the same reason.
     fn surface_facts(&self, surface: &str, value: Option<&str>) -> FactSet {
         let value = value.filter(|v| !is_absent_value(surface, v));
         let intents = match value {
@@ -325,6 +327,18 @@ impl Requester {
                 self.plain_intent(surface, vec!["*".into()]),
                 self.plain_intent(surface, vec![value.to_string()]),
             ],
+            Some(value) if surface == "mcp" => {
+                // Likewise for `mcp`: the value is the target the asker
+                // means, and the reference's own candidates (it ignores the
+                // value) are judged as well.
+                let asked = self.intent(surface, value);
+                let reference = self.surface_level_intent(surface);
+                if asked.match_values == reference.match_values {
+                    vec![asked]
+                } else {
+                    vec![reference, asked]
+                }
+            }
             Some(value) => vec![self.intent(surface, value)],
         };
         FactSet {
@@ -720,12 +734,23 @@ mod tests {
         let values: Vec<_> = facts.intents.iter().map(|i| &i.match_values).collect();
         assert_eq!(values, [&vec!["*".to_string()], &vec!["prod".to_string()]]);
         assert_eq!(surfaces(&facts), ["deploy", "deploy"]);
-        // `*` itself, bash, skill, mcp and path surfaces keep one fact.
+        let facts = r.facts(&AskForm::Surface {
+            surface: "mcp".into(),
+            value: "exa".into(),
+        });
+        let values: Vec<_> = facts
+            .intents
+            .iter()
+            .map(|i| i.match_values.clone())
+            .collect();
+        assert_eq!(values, [["mcp_status", "mcp"], ["exa", "mcp"]]);
+        // `*` itself, the status target, bash, skill and path surfaces keep
+        // one fact.
         for (surface, value) in [
             ("deploy", "*"),
+            ("mcp", "mcp_status"),
             ("bash", "ls"),
             ("skill", "x"),
-            ("mcp", "exa"),
             ("read", "a"),
         ] {
             let facts = r.facts(&AskForm::Surface {
