@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import random
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -225,6 +226,15 @@ def is_bash(q):
     return q["tool"] == "bash"
 
 
+def causes(sc, q):
+    """Known, documented causes a disagreement involves (docs/reference-divergences.md)."""
+    out = []
+    rules = json.dumps([sc.get("global"), sc.get("project"), sc.get("agents")])
+    if "${HOME}" in json.dumps(q.get("input")) or "${HOME}" in rules:
+        out.append("${HOME} expanded")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="permfs vs the reference's tool-call gate pipeline")
     ap.add_argument("--seed", type=int, default=1)
@@ -241,6 +251,7 @@ def main(argv=None):
     ap.add_argument("--show-bash", action="store_true",
                     help="also print bash disagreements in full (the bash-parser branch's)")
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--no-home", action="store_true", help="never use ~ or $HOME in rules/paths")
     a = ap.parse_args(argv)
 
     if a.scenarios:
@@ -250,8 +261,7 @@ def main(argv=None):
         root = (a.root or f"/tmp/permfs-diff/gate-{a.seed}").rstrip("/")
         layout = gen.layout_for(root)
         gen.create_layout(layout)
-        import random
-        g = ToolGen(random.Random(a.seed), root)
+        g = ToolGen(random.Random(a.seed), root, allow_home=not a.no_home)
         scenarios = [g.scenario(10, 20) for _ in range(a.count)]
     if a.dump:
         with open(a.dump, "w") as fh:
@@ -290,6 +300,7 @@ def main(argv=None):
                     "scenario": i, "query": j, "q": {k: v for k, v in q.items() if k != "cat"},
                     "category": q["cat"], "strictness": strict, "cwd": sc["cwd"],
                     "owner": "bash-parser (issue 12 §2)" if is_bash(q) else "surface-diff",
+                    "causes": causes(sc, q),
                     "oracle": {"state": o.get("state"), "decidedBy": o.get("decidedBy"),
                                "gates": o.get("gates")},
                     "permfs": {k: p.get(k) for k in ("state", "surface", "matchedPattern",
@@ -320,6 +331,12 @@ def main(argv=None):
           f"permfs less restrictive in {t1['looser'] + t2['looser']} "
           f"({t1['looser']} non-bash, {t2['looser']} bash), stricter in "
           f"{t1['stricter'] + t2['stricter']}")
+    mine = [d for d in disagreements if d["owner"] == "surface-diff"]
+    known = collections.Counter(c for d in mine for c in d["causes"])
+    unexplained = sum(1 for d in mine if not d["causes"])
+    print(f"non-bash disagreements: {len(mine)}; with a documented cause: "
+          + (", ".join(f"{c} {n}" for c, n in known.items()) or "none")
+          + f"; unexplained: {unexplained}")
     if errors:
         print(f"permfs errors in {len(errors)} scenarios:")
         for e in errors[:5]:
@@ -327,7 +344,7 @@ def main(argv=None):
     shown = [d for d in disagreements if a.show_bash or d["owner"] == "surface-diff"]
     for k, d in enumerate(shown[:a.show]):
         print(f"--- #{k + 1} scenario {d['scenario']} query {d['query']} [{d['category']}] "
-              f"permfs {d['strictness']}")
+              f"permfs {d['strictness']} causes={d['causes']}")
         print(f"    call:   {run.fmt(d['q'])}  cwd={d['cwd']}")
         print(f"    oracle: {run.fmt(d['oracle']['state'])} by {run.fmt(d['oracle']['decidedBy'])}")
         p = d["permfs"]

@@ -226,6 +226,8 @@ def tags_for(sc, q):
         t.append("wildcard-surface-key")
     if any(isinstance(lay.get("*"), dict) for lay in layers):
         t.append("universal-map")
+    if "${HOME}" in v or "${HOME}" in json.dumps(layers):
+        t.append("${HOME}")  # expanded by permfs, literal in the reference (documented)
     return t
 
 
