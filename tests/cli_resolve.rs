@@ -614,3 +614,33 @@ fn surface_level_checks_answer_as_the_reference_does() {
         }
     }
 }
+
+/// The ADR 0008 wire has no value-less form: pre-fixed facts without
+/// `matchValues` are unusable and floor to `ask` even where every rule
+/// allows (a client must not get a surface-level `allow` by leaving the
+/// values out).
+#[test]
+fn wire_facts_without_match_values_still_fail_closed() {
+    let tree = Tree::new();
+    let config = tree.write("global.json", r#"{"permission": {"*": "allow"}}"#);
+    let input = [
+        r#"{"accessIntent": {"surface": "deploy", "matchValues": null}}"#,
+        r#"{"accessIntent": {"surface": "deploy"}}"#,
+        r#"{"accessIntent": [{"surface": "deploy", "matchValues": ["*"]}, {"surface": "bash"}]}"#,
+    ]
+    .join("\n");
+    let output = run(
+        &["resolve", "--config", p(&config), "--cwd", &tree.cwd()],
+        &input,
+    );
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    for answer in lines(&output) {
+        assert_eq!(answer["state"], "ask", "{answer}");
+        assert!(
+            answer["unjudgeable"]
+                .as_str()
+                .is_some_and(|why| why.contains("matchValues")),
+            "{answer}"
+        );
+    }
+}
