@@ -189,7 +189,9 @@ fn a_bad_request_fails_at_close_and_says_why() {
     let outbox = daemon.session("main").join("outbox");
     // The error comes from close(2), which std's File drop ignores.
     let mut file = std::fs::File::create(outbox.join("bad.request")).expect("created");
-    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\"}").expect("written");
+    // A value that is not a string (a missing one is a surface-level check).
+    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\", \"value\": 1}")
+        .expect("written");
     let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
     // SAFETY: closing the descriptor we own.
     let closed = unsafe { libc::close(fd) };
@@ -203,7 +205,7 @@ fn a_bad_request_fails_at_close_and_says_why() {
     assert!(answer["denialReason"]
         .as_str()
         .unwrap_or("")
-        .contains("value"));
+        .contains("\"value\" must be a string"));
     let name = std::fs::write(outbox.join("..request"), "{}");
     assert!(name.is_err(), "a bad name is refused");
 }
