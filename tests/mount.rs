@@ -728,3 +728,40 @@ fn a_surface_without_a_value_is_answered_and_its_grant_covers_the_surface() {
         assert_eq!(covered["approved"], true, "{request}");
     }
 }
+
+#[test]
+fn an_mcp_value_grant_covers_the_references_targets_too() {
+    let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    daemon.ask("main/c", "one", r#"{"surface":"mcp","value":"exa:search"}"#);
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow session",
+    )
+    .expect("decided");
+    let mut grants: Vec<String> = std::fs::read_dir(daemon.session("main").join("grants"))
+        .expect("grants")
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("grant read");
+            // Compact, whatever the file's layout.
+            serde_json::from_str::<serde_json::Value>(&text)
+                .expect("grant is JSON")
+                .to_string()
+        })
+        .collect();
+    grants.sort();
+    let text = grants.join("\n");
+    // The value, and the status target the reference judges for it: no
+    // grant on all of `mcp`.
+    assert!(text.contains("\"exa:search\""), "{text}");
+    assert!(text.contains("\"mcp_status\""), "{text}");
+    assert!(!text.contains("\"pattern\":\"*\""), "{text}");
+    let covered =
+        daemon.response(&daemon.ask("main/c", "two", r#"{"surface":"mcp","value":"exa:search"}"#));
+    assert_eq!(covered["decidedBy"]["kind"], "session_approval");
+    assert_eq!(covered["approved"], true);
+}
