@@ -123,7 +123,7 @@ fn resolve_reports_each_line_and_a_bad_line_does_not_stop_the_rest() {
         "this is not json",
         "",
         r#"{"sufrace": "bash", "value": "ls"}"#,
-        r#"{"surface": "bash"}"#,
+        r#"{"surface": "bash", "value": 7}"#,
         r#"{"tool": "read", "input": {"path": "src/main.rs"}}"#,
         r#"{"tool": "read", "input": {"path": "config/.env"}}"#,
         r#"{"surface": "read", "value": "docs/a.md"}"#,
@@ -164,7 +164,7 @@ fn resolve_reports_each_line_and_a_bad_line_does_not_stop_the_rest() {
     );
     assert_eq!(answers[4]["line"], 6);
     assert!(
-        error(&answers[4]).is_some_and(|e| e.contains("value")),
+        error(&answers[4]).is_some_and(|e| e.contains("\"value\" must be a string")),
         "{}",
         answers[4]
     );
@@ -425,4 +425,222 @@ fn check_config_names_the_file_the_key_and_the_nearest_valid_key() {
         err.contains(p(&bad)) && err.contains("permission.bash"),
         "{err}"
     );
+}
+
+/// Surface-level checks (no value) and tool calls without a value, as the
+/// reference answers them. Every expected answer below was measured with
+/// the reference oracle (`../shared/reference-oracle/`, pi-permission-system
+/// 20.7.3): the surface queries through `zz-oracle.ts` (the manager, as the
+/// service's value-less `checkPermission(surface)` reaches it), the tool
+/// calls through `zz-gate-oracle.ts` (the tool-call gate pipeline; its
+/// `decidedBy` gate is compared). The one deliberate exception is marked.
+#[test]
+fn surface_level_checks_answer_as_the_reference_does() {
+    let tree = Tree::new();
+    let config = tree.write(
+        "global.json",
+        &json!({"permission": {
+            "*": "ask",
+            "deploy": {"*": "deny", "prod": "allow"},
+            "task": {"*": "allow", "big": "deny"},
+            "read": {"*": "allow", "*.env": "deny"},
+            "write": "deny",
+            "path": {"*.env": "deny"},
+            "external_directory": {"*": "allow"},
+            "bash": {"*": "deny", "git *": "allow"},
+            "mcp": {"mcp_status": "allow", "mcp": "deny"},
+        }})
+        .to_string(),
+    );
+    let project = tree.write(
+        "project.json",
+        &json!({"permission": {"skill": {"*": "deny", "review": "allow"}}}).to_string(),
+    );
+    let cases: &[(&str, &str, Option<&str>, &str, &str)] = &[
+        // (request, state, matchedPattern, origin, deciding surface)
+        (
+            r#"{"surface":"deploy"}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "deploy",
+        ),
+        (
+            r#"{"surface":"deploy","value":null}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "deploy",
+        ),
+        // The reference ignores the value and evaluates `*`; permfs judges
+        // both and the stricter answers, so these two agree...
+        (
+            r#"{"surface":"deploy","value":"prod"}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "deploy",
+        ),
+        (
+            r#"{"surface":"task"}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "task",
+        ),
+        // ...and this one is the deliberate exception: the reference says
+        // `allow` (`*`), permfs honours the rule written for the value
+        // (docs/reference-divergences.md).
+        (
+            r#"{"surface":"task","value":"big"}"#,
+            "deny",
+            Some("big"),
+            "global",
+            "task",
+        ),
+        (
+            r#"{"surface":"read"}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "read",
+        ),
+        (
+            r#"{"surface":"write","value":"  "}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "write",
+        ),
+        (r#"{"surface":"path"}"#, "ask", None, "global", "path"),
+        (
+            r#"{"surface":"external_directory"}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "external_directory",
+        ),
+        (r#"{"surface":"bash"}"#, "deny", Some("*"), "global", "bash"),
+        (
+            r#"{"surface":"skill"}"#,
+            "deny",
+            Some("*"),
+            "project",
+            "skill",
+        ),
+        (
+            r#"{"surface":"skill","value":"review"}"#,
+            "allow",
+            Some("review"),
+            "project",
+            "skill",
+        ),
+        (
+            r#"{"surface":"mcp"}"#,
+            "allow",
+            Some("mcp_status"),
+            "global",
+            "mcp",
+        ),
+        (
+            r#"{"surface":"webfetch"}"#,
+            "ask",
+            None,
+            "global",
+            "webfetch",
+        ),
+        // Tool calls (gate pipeline oracle).
+        (
+            r#"{"tool":"read","input":{}}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "read",
+        ),
+        (
+            r#"{"tool":"read","input":{"path":"  "}}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "read",
+        ),
+        (
+            r#"{"tool":"deploy","input":{"target":"prod"}}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "deploy",
+        ),
+        (
+            r#"{"tool":"task","input":{}}"#,
+            "allow",
+            Some("*"),
+            "global",
+            "task",
+        ),
+        (
+            r#"{"tool":"write","input":{}}"#,
+            "deny",
+            Some("*"),
+            "global",
+            "write",
+        ),
+    ];
+    let input: String = cases.iter().map(|case| format!("{}\n", case.0)).collect();
+    let output = run(
+        &[
+            "resolve",
+            "--config",
+            p(&config),
+            "--project",
+            p(&project),
+            "--cwd",
+            &tree.cwd(),
+        ],
+        &input,
+    );
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    let answers = lines(&output);
+    assert_eq!(answers.len(), cases.len());
+    for ((request, state, pattern, origin, surface), answer) in cases.iter().zip(&answers) {
+        assert_eq!(
+            summary(answer),
+            json!({"state": state, "matchedPattern": pattern, "origin": origin, "surface": surface}),
+            "{request}"
+        );
+        if request.contains("\"surface\"") && !request.contains("review") {
+            // No path, no alias set: nothing to show (the reference's null).
+            assert_eq!(answer["matchValues"], Value::Null, "{request}");
+        }
+    }
+}
+
+/// The ADR 0008 wire has no value-less form: pre-fixed facts without
+/// `matchValues` are unusable and floor to `ask` even where every rule
+/// allows (a client must not get a surface-level `allow` by leaving the
+/// values out).
+#[test]
+fn wire_facts_without_match_values_still_fail_closed() {
+    let tree = Tree::new();
+    let config = tree.write("global.json", r#"{"permission": {"*": "allow"}}"#);
+    let input = [
+        r#"{"accessIntent": {"surface": "deploy", "matchValues": null}}"#,
+        r#"{"accessIntent": {"surface": "deploy"}}"#,
+        r#"{"accessIntent": [{"surface": "deploy", "matchValues": ["*"]}, {"surface": "bash"}]}"#,
+    ]
+    .join("\n");
+    let output = run(
+        &["resolve", "--config", p(&config), "--cwd", &tree.cwd()],
+        &input,
+    );
+    assert_eq!(output.status.code(), Some(0), "stderr: {}", stderr(&output));
+    for answer in lines(&output) {
+        assert_eq!(answer["state"], "ask", "{answer}");
+        assert!(
+            answer["unjudgeable"]
+                .as_str()
+                .is_some_and(|why| why.contains("matchValues")),
+            "{answer}"
+        );
+    }
 }

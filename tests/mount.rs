@@ -189,7 +189,9 @@ fn a_bad_request_fails_at_close_and_says_why() {
     let outbox = daemon.session("main").join("outbox");
     // The error comes from close(2), which std's File drop ignores.
     let mut file = std::fs::File::create(outbox.join("bad.request")).expect("created");
-    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\"}").expect("written");
+    // A value that is not a string (a missing one is a surface-level check).
+    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\", \"value\": 1}")
+        .expect("written");
     let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
     // SAFETY: closing the descriptor we own.
     let closed = unsafe { libc::close(fd) };
@@ -203,7 +205,7 @@ fn a_bad_request_fails_at_close_and_says_why() {
     assert!(answer["denialReason"]
         .as_str()
         .unwrap_or("")
-        .contains("value"));
+        .contains("\"value\" must be a string"));
     let name = std::fs::write(outbox.join("..request"), "{}");
     assert!(name.is_err(), "a bad name is refused");
 }
@@ -668,4 +670,98 @@ fn a_sandbox_bound_to_its_session_sees_only_that_subtree() {
         Some(&"0"),
         "the jail's parent is the host directory, not main: {stdout}"
     );
+}
+
+#[test]
+fn a_surface_without_a_value_is_answered_and_its_grant_covers_the_surface() {
+    let daemon = Daemon::start(
+        r#"{"permission": {"*": "ask", "webfetch": {"*": "deny"}}}"#,
+        None,
+    );
+    // Before surface-level checks this close failed with EINVAL.
+    let denied = daemon.response(&daemon.ask("main", "w", r#"{"surface":"webfetch"}"#));
+    assert_eq!(denied["outcome"], "deny");
+    assert_eq!(denied["decidedBy"]["kind"], "rule");
+    assert_eq!(denied["decidedBy"]["pattern"], "*");
+    // The dry run takes the same form.
+    let query = daemon.session("main").join("query");
+    std::fs::write(&query, r#"{"surface":"webfetch","value":null}"#).expect("query written");
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&query).expect("query read")).expect("JSON");
+    assert_eq!(answer["verdict"]["state"], "deny");
+    assert_eq!(answer["facts"][0]["matchValues"], serde_json::json!(["*"]));
+
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    daemon.ask("main/c", "one", r#"{"surface":"deploy","value":null}"#);
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow session",
+    )
+    .expect("decided");
+    let grants: Vec<_> = std::fs::read_dir(daemon.session("main").join("grants"))
+        .expect("grants")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let grant: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&grants[0]).expect("grant read"))
+            .expect("grant is JSON");
+    let text = grant.to_string();
+    assert!(
+        text.contains(r#""surface":"deploy""#) && text.contains(r#""pattern":"*""#),
+        "the grant is (deploy, *): {text}"
+    );
+    // The grant answers the surface asked with a value and the tool call.
+    for (rid, request) in [
+        ("two", r#"{"surface":"deploy","value":"prod"}"#),
+        ("three", r#"{"tool":"deploy","input":{"target":"prod"}}"#),
+    ] {
+        let covered = daemon.response(&daemon.ask("main/c", rid, request));
+        assert_eq!(
+            covered["decidedBy"]["kind"], "session_approval",
+            "{request}"
+        );
+        assert_eq!(covered["approved"], true, "{request}");
+    }
+}
+
+#[test]
+fn an_mcp_value_grant_covers_the_references_targets_too() {
+    let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    daemon.ask("main/c", "one", r#"{"surface":"mcp","value":"exa:search"}"#);
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(ask),
+        "allow session",
+    )
+    .expect("decided");
+    let mut grants: Vec<String> = std::fs::read_dir(daemon.session("main").join("grants"))
+        .expect("grants")
+        .map(|e| {
+            let text = std::fs::read_to_string(e.expect("entry").path()).expect("grant read");
+            // Compact, whatever the file's layout.
+            serde_json::from_str::<serde_json::Value>(&text)
+                .expect("grant is JSON")
+                .to_string()
+        })
+        .collect();
+    grants.sort();
+    let text = grants.join("\n");
+    // The value, and the status target the reference judges for it: no
+    // grant on all of `mcp`.
+    assert!(text.contains("\"exa:search\""), "{text}");
+    assert!(text.contains("\"mcp_status\""), "{text}");
+    assert!(!text.contains("\"pattern\":\"*\""), "{text}");
+    let covered =
+        daemon.response(&daemon.ask("main/c", "two", r#"{"surface":"mcp","value":"exa:search"}"#));
+    assert_eq!(covered["decidedBy"]["kind"], "session_approval");
+    assert_eq!(covered["approved"], true);
 }

@@ -57,7 +57,10 @@ impl Answer {
         if self.origin != permfs.origin {
             out.push("origin");
         }
-        if !self.match_values.is_null() && self.match_values != permfs.match_values {
+        // A blank path value: the manager's `[]` and permfs's null both say
+        // "no alias set" (docs/reference-divergences.md).
+        let no_aliases = self.match_values == json!([]) && permfs.match_values.is_null();
+        if !self.match_values.is_null() && self.match_values != permfs.match_values && !no_aliases {
             out.push("matchValues");
         }
         out
@@ -156,7 +159,9 @@ fn is_inputless(surface: &str) -> bool {
 /// What `permfs resolve` answers for one `{surface, value, agent?}` query.
 fn resolve(loader: &PolicyLoader, cwd: &str, query: &Value) -> Answer {
     let surface = query["surface"].as_str().expect("query.surface");
-    let value = query["value"].as_str().expect("query.value");
+    // No value (absent or null) is a surface-level check.
+    let value = query.get("value").and_then(Value::as_str);
+    let has_path = is_path_surface(surface) && value.is_some_and(|v| !v.trim().is_empty());
     let agent = query.get("agent").and_then(Value::as_str);
     let requester = Requester::new(
         cwd,
@@ -175,10 +180,14 @@ fn resolve(loader: &PolicyLoader, cwd: &str, query: &Value) -> Answer {
             tool: surface.to_string(),
             input: json!({}),
         }
-    } else {
+    } else if let Some(value) = value {
         AskForm::Surface {
             surface: surface.to_string(),
             value: value.to_string(),
+        }
+    } else {
+        AskForm::SurfaceOnly {
+            surface: surface.to_string(),
         }
     };
     let facts = requester.facts(&form);
@@ -188,7 +197,8 @@ fn resolve(loader: &PolicyLoader, cwd: &str, query: &Value) -> Answer {
         state: json!(judgment.state),
         matched_pattern: json!(decided.and_then(|c| c.matched_pattern.clone())),
         origin: json!(decided.map(|c| c.origin)),
-        match_values: if is_path_surface(surface) {
+        // As `permfs resolve`: a path surface without a path has no alias set.
+        match_values: if has_path {
             json!(facts.intents.first().map(|i| &i.match_values))
         } else {
             Value::Null

@@ -5,7 +5,7 @@ Emits a JSON array of scenarios in the format of /work/shared/reference-oracle/o
 
     {"global": {"permission": {...}}, "project": {"permission": {...}} | null,
      "agents": {"name": {surface: state | {pattern: state}}}, "cwd": "/abs",
-     "queries": [{"surface": S, "value": V, "agent": A?}, ...]}
+     "queries": [{"surface": S, "value": V?, "agent": A?}, ...]}   (no/null value: surface-level)
 
 and creates the on-disk directory layout the scenarios' cwd lives in (real
 subdirectories and symlinks, so path canonicalization matters).
@@ -28,6 +28,13 @@ PATH_SURFACES = ["read", "write", "edit", "grep", "find", "ls", "path", "externa
 # the engine evaluates them against the catch-all value "*" -- or, for mcp, the
 # candidates ["mcp_status", "mcp"]).  We generate the value the oracle actually evaluates.
 VALUELESS_SURFACES = ["task", "web_fetch", "mcp"]
+# Values sent for those anyway: permfs judges the value as well as what the oracle
+# evaluates and the stricter answers, so these may only ever make permfs stricter.
+EXT_VALUES = ["*", "explore", "general-purpose", "prod", "x", "mcp_status", "search"]
+MCP_VALUES = ["mcp_status", "mcp_status", "mcp", "exa", "exa:search", "mcp_list", "fs_read",
+              "x"]
+# Share of queries sent with no value (key absent or null): a surface-level check.
+NO_VALUE_PROB = 0.12
 EXT_TOOL = "web_fetch"
 ALL_SURFACES = ["bash", "skill"] + PATH_SURFACES + VALUELESS_SURFACES
 WILDCARD_SURFACE_KEYS = ["mc*", "re?d", "web_*", "external_*", "*ls"]
@@ -306,11 +313,17 @@ class Gen:
             value = self.path_value(vocab)
         elif surface == "mcp":
             # the oracle (like the reference's service API) passes `{}` as mcp input, which
-            # yields the candidates ["mcp_status", "mcp"]; send the value that names them
-            value = "mcp_status"
+            # yields the candidates ["mcp_status", "mcp"] whatever the value
+            value = r.choice(MCP_VALUES)
         else:
-            value = "*"    # oracle evaluates task / extension tools against "*"
+            value = r.choice(EXT_VALUES)  # the oracle evaluates "*" whatever the value
         q = {"surface": surface, "value": value}
+        if r.random() < NO_VALUE_PROB:
+            # a surface-level check: no value at all, or an explicit null
+            if r.random() < 0.5:
+                del q["value"]
+            else:
+                q["value"] = None
         y = r.random()
         if agents and y < 0.5:
             q["agent"] = r.choice(agents)

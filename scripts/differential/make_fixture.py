@@ -74,9 +74,12 @@ def main(argv=None):
             "answers[i] answers scenario.queries[i]; matchedPattern is null when only a "
             "synthesized default matched; matchValues is null for non-path surfaces and for "
             "path surfaces with an empty value.",
-            "task / extension-tool queries carry value '*' and mcp queries 'mcp_status' "
-            "because the oracle passes an empty tool input for them (candidates ['*'] and "
-            "['mcp_status', 'mcp']).",
+            "The oracle passes an empty tool input for task / extension-tool / mcp queries "
+            "whatever their value (candidates ['*'] and ['mcp_status', 'mcp']); the Rust test "
+            "asks those as tool calls with an empty input.",
+            "A query without 'value' (or with null) is a surface-level check: the oracle "
+            "evaluates bash on '', skill on '*', mcp on ['mcp_status', 'mcp'] and every other "
+            "surface on '*'.",
         ],
         "cases": cases,
     }

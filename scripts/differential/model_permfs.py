@@ -7,7 +7,7 @@ pi-permission-system 20.7.3 the oracle exercises: config/agent loading, scope me
 origins, rule synthesis, wildcard matching and POSIX path normalization/canonicalization.
 
     model_permfs.py resolve --config G [--project P] [--agents-dir A] [--cwd CWD]
-    stdin: {"surface": S, "value": V, "agent": A?} per line; stdout: one JSON answer per line.
+    stdin: {"surface": S, "value": V?, "agent": A?} per line; stdout: one JSON answer per line.
 """
 import argparse
 import errno
@@ -345,7 +345,11 @@ def strip_bash_comments(cmd):
 
 
 def resolve(q, rules_for, cwd):
-    surface, value, agent = q["surface"], q.get("value", ""), q.get("agent")
+    surface, value, agent = q["surface"], q.get("value"), q.get("agent")
+    # no value (absent or null): the oracle passes `undefined`, so bash matches "" and
+    # skill "*" (its name is not a string)
+    absent = value is None
+    value = "" if absent else value
     rules = rules_for(agent)
     mv = None
     if surface in PATH_SURFACES and value:
@@ -356,7 +360,7 @@ def resolve(q, rules_for, cwd):
         if s == "bash":
             values = [strip_bash_comments(value) or value]
         elif s == "skill":
-            values = [value]
+            values = ["*"] if absent else [value]
         elif s == "mcp":
             values = ["mcp_status", "mcp"]
         else:

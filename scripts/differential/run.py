@@ -89,11 +89,16 @@ INPUTLESS = ("mcp", "task", gen.EXT_TOOL)
 
 
 def query_line(q, tool_form=False):
-    if tool_form and q["surface"] in INPUTLESS:
+    if "tool" in q:
+        # a tool call (gate.py): sent as it is
+        o = {"tool": q["tool"], "input": q.get("input", {})}
+    elif tool_form and q["surface"] in INPUTLESS:
         # exactly what the oracle evaluates: the tool with an empty input
         o = {"tool": q["surface"], "input": {}}
     else:
-        o = {"surface": q["surface"], "value": q["value"]}
+        o = {"surface": q["surface"]}
+        if "value" in q:  # absent and null are both surface-level checks
+            o["value"] = q["value"]
     if q.get("agent") is not None:
         o["agent"] = q["agent"]
     return json.dumps(o, ensure_ascii=False)
@@ -124,6 +129,49 @@ def run_permfs(permfs, sc, d, timeout, tool_form=False):
     return answers, err, cmd
 
 
+RANK = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def strictness(o, p):
+    """'same', 'stricter' (permfs more restrictive) or 'looser' for the states of
+    oracle answer o and permfs answer p; None when either is missing or unknown."""
+    if not isinstance(p, dict) or o.get("state") not in RANK or p.get("state") not in RANK:
+        return None
+    d = RANK[p["state"]] - RANK[o["state"]]
+    return "same" if d == 0 else "stricter" if d > 0 else "looser"
+
+
+def query_kind(q):
+    """Report category of a query: its surface kind, and whether it carried a value."""
+    kind = surface_kind(q["surface"])
+    if q.get("value") is None:
+        return kind + " (no value)"
+    return kind
+
+
+def print_categories(rows, title):
+    """rows: (category, agreed on all fields, same state, strictness) per query."""
+    by = collections.OrderedDict()
+    for cat, agreed, _, strict in sorted(rows, key=lambda r: r[0]):
+        c = by.setdefault(cat, collections.Counter())
+        c["n"] += 1
+        c["all"] += agreed
+        c[strict or "error"] += 1
+    print(title)
+    print(f"  {'category':44s} {'queries':>7s} {'state':>7s} {'all':>7s} {'stricter':>8s} {'LOOSER':>6s}")
+    tot = collections.Counter()
+    for cat, c in by.items():
+        tot.update(c)
+        print(f"  {cat:44s} {c['n']:7d} {c['same']:7d} {c['all']:7d} {c['stricter']:8d} {c['looser']:6d}"
+              + (f"  errors={c['error']}" if c["error"] else ""))
+    n = tot["n"] or 1
+    print(f"  {'total':44s} {tot['n']:7d} {tot['same']:7d} {tot['all']:7d} {tot['stricter']:8d} "
+          f"{tot['looser']:6d}")
+    print(f"  state agreement {100.0 * tot['same'] / n:.2f}%, all fields {100.0 * tot['all'] / n:.2f}%, "
+          f"permfs less restrictive in {tot['looser']} queries, stricter in {tot['stricter']}")
+    return tot
+
+
 def surface_kind(surface):
     if surface == "bash":
         return "bash"
@@ -138,7 +186,10 @@ def surface_kind(surface):
 def tags_for(sc, q):
     """Heuristic hints attached to a disagreement to ease triage."""
     t = []
-    v = q.get("value", "")
+    v = q.get("value")
+    if v is None:
+        t.append("no-value")
+        v = ""
     if q["surface"] in gen.PATH_SURFACES:
         if any(x in v for x in ("link-src", "out-link", "dangling", "readme-link", "loop")):
             t.append("symlink")
@@ -175,6 +226,8 @@ def tags_for(sc, q):
         t.append("wildcard-surface-key")
     if any(isinstance(lay.get("*"), dict) for lay in layers):
         t.append("universal-map")
+    if "${HOME}" in v or "${HOME}" in json.dumps(layers):
+        t.append("${HOME}")  # expanded by permfs, literal in the reference (documented)
     return t
 
 
@@ -186,7 +239,10 @@ def compare(o, p):
     for f in ("state", "matchedPattern", "origin"):
         if o.get(f) != p.get(f):
             bad.append(f)
-    if o.get("matchValues") is not None and o["matchValues"] != p.get("matchValues"):
+    # A blank path value has no alias set: the manager says [], permfs null (a
+    # surface-level check); the same meaning (docs/reference-divergences.md).
+    if o.get("matchValues") is not None and o["matchValues"] != p.get("matchValues") and \
+            not (o["matchValues"] == [] and p.get("matchValues") is None):
         bad.append("matchValues")
     return bad
 
@@ -271,6 +327,7 @@ def main(argv=None):
 
     agree = collections.Counter()
     applicable = collections.Counter()
+    rows = []
     disagreements, errors = [], []
     base = tempfile.mkdtemp(prefix="permfs-diff-run-")
     total = 0
@@ -289,12 +346,15 @@ def main(argv=None):
                 applicable[f] += 1
                 if p is not None and f not in bad:
                     agree[f] += 1
+            strict = strictness(o, p)
+            rows.append((query_kind(q), not bad, strict == "same", strict))
             if not bad:
                 agree["all"] += 1
             else:
                 disagreements.append({
                     "scenario": i, "query": j, "q": q, "cwd": sc["cwd"], "fields": bad,
-                    "category": f"{surface_kind(q['surface'])} / {'+'.join(bad)}",
+                    "category": f"{query_kind(q)} / {'+'.join(bad)}",
+                    "strictness": strict,
                     "tags": tags_for(sc, q), "oracle": o, "permfs": p,
                 })
         if not a.keep:
@@ -316,6 +376,8 @@ def main(argv=None):
         print(f"  {f:15s} {agree[f]:6d}/{n:<6d} {pct:6.2f}%{note}")
     pct = 100.0 * agree["all"] / total if total else 100.0
     print(f"  {'all fields':15s} {agree['all']:6d}/{total:<6d} {pct:6.2f}%")
+    tot = print_categories(rows, "by category (state = same state; all = every compared field; "
+                                 "stricter/LOOSER = permfs more/less restrictive):")
     if errors:
         print(f"permfs errors in {len(errors)} scenarios:")
         for e in errors[:5]:
@@ -333,7 +395,7 @@ def main(argv=None):
             print(f"  {n:5d}  {cat}" + (f"   [tags {tags}]" if tags else ""))
     for k, d in enumerate(disagreements[:a.show]):
         print(f"--- #{k + 1} scenario {d['scenario']} query {d['query']} "
-              f"[{d['category']}] tags={d['tags']}")
+              f"[{d['category']}] permfs {d['strictness']} tags={d['tags']}")
         print(f"    query:  {fmt(d['q'])}  cwd={d['cwd']}")
         print(f"    oracle: {fmt(d['oracle'])}")
         print(f"    permfs: {fmt(brief(d['permfs']))}")
@@ -343,6 +405,7 @@ def main(argv=None):
         "seed": a.seed, "scenarios_run": len(indices), "queries": total,
         "agreement": {f: [agree[f], applicable[f]] for f in FIELDS} | {"all": [agree["all"], total]},
         "categories": dict(cats.most_common()),
+        "less_restrictive": tot["looser"], "more_restrictive": tot["stricter"],
         "errors": errors,
         "disagreements": disagreements,
         "scenarios": {str(i): scenarios[i] for i in involved},

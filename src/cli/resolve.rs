@@ -102,7 +102,10 @@ fn resolve_line(
         judge(&[&policy.rules], &facts).map_err(|e| format!("rules cannot be evaluated: {e}"))?;
     let decided = judgment.deciding_check();
     let path_values = match &request.form {
-        AskForm::Surface { surface, .. } if is_path_surface(surface) => {
+        // No path was given, so there is no alias set to show (the
+        // reference's `matchValues` is null too).
+        AskForm::SurfaceOnly { .. } => None,
+        AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => {
             facts.intents.first().map(|i| json!(i.match_values))
         }
         _ => decided

@@ -21,6 +21,13 @@ pub enum AskForm {
         surface: String,
         value: String,
     },
+    /// A surface-level check with no value (`{"surface": S}`, a `null` or,
+    /// outside `bash` and `skill`, a blank value): the reference checks a
+    /// surface this way for an extension tool, a path tool called without a
+    /// path and its service's value-less query, so permfs answers it too.
+    SurfaceOnly {
+        surface: String,
+    },
     /// Pre-fixed facts; `Err` holds why they were unusable (they then floor
     /// to `ask`: no facts, no recorded judgment).
     Intents(Result<Vec<AccessIntent>, String>),
@@ -36,6 +43,42 @@ pub struct Request {
     /// Only honoured by the offline `resolve` command; the mount takes the
     /// agent from the session, never from the request.
     pub agent: Option<String>,
+}
+
+impl AskForm {
+    /// The grant an `allow session` answer records for a surface-level
+    /// check when the asker suggested none: `(S, "*")`, as the reference
+    /// suggests for a tool it checked against `*`. An extension surface
+    /// asked with a value gets the same, because its `*` check (see
+    /// [`Requester::facts`]) is only answered by a grant matching `*`; a
+    /// narrower grant would leave the repeated ask pending. `None` for any
+    /// other form: the grant is derived from the facts.
+    pub fn surface_level_grant(&self) -> Option<(String, String)> {
+        let surface = match self {
+            Self::SurfaceOnly { surface } => surface.trim(),
+            Self::Surface { surface, value }
+                if is_absent_value(surface.trim(), value)
+                    || is_extension_surface(surface.trim()) =>
+            {
+                surface.trim()
+            }
+            _ => return None,
+        };
+        Some((surface.to_string(), "*".to_string()))
+    }
+}
+
+/// Whether `value` counts as no value for `surface`: a blank value means
+/// "the surface itself", except for `bash` (an empty line is a command
+/// line) and `skill` (the reference matches a skill's name as given).
+fn is_absent_value(surface: &str, value: &str) -> bool {
+    value.trim().is_empty() && !matches!(surface, "bash" | "skill")
+}
+
+/// A surface the reference always checks against `*`, whatever value it
+/// was given: anything but the path surfaces, `bash`, `mcp` and `skill`.
+fn is_extension_surface(surface: &str) -> bool {
+    !is_path_surface(surface) && !matches!(surface, "bash" | "mcp" | "skill")
 }
 
 /// Why a request could not be understood at all.
@@ -105,13 +148,17 @@ impl Request {
             if surface.trim().is_empty() {
                 return Err(RequestError("\"surface\" must not be empty".into()));
             }
-            let value = text("value")?.ok_or_else(|| {
-                RequestError("a \"surface\" request needs a string \"value\"".into())
-            })?;
-            AskForm::Surface { surface, value }
+            // A non-string value stays an error (`text` refuses it): only
+            // absence, `null` or a blank means "the surface itself".
+            match text("value")? {
+                Some(value) if !is_absent_value(surface.trim(), &value) => {
+                    AskForm::Surface { surface, value }
+                }
+                _ => AskForm::SurfaceOnly { surface },
+            }
         } else {
             return Err(RequestError(
-                "a request needs \"tool\" (+ \"input\"), \"surface\" + \"value\", or \"accessIntent\"".into(),
+                "a request needs \"tool\" (+ \"input\"), \"surface\" (+ \"value\"), or \"accessIntent\"".into(),
             ));
         };
         let suggested_patterns = match object.get("suggestedPatterns") {
@@ -236,11 +283,8 @@ impl Requester {
     pub fn facts(&self, form: &AskForm) -> FactSet {
         match form {
             AskForm::ToolCall { tool, input } => self.tool_call_facts(tool.trim(), input),
-            AskForm::Surface { surface, value } => FactSet {
-                tool: None,
-                intents: vec![self.intent(surface.trim(), value)],
-                unusable: None,
-            },
+            AskForm::Surface { surface, value } => self.surface_facts(surface.trim(), Some(value)),
+            AskForm::SurfaceOnly { surface } => self.surface_facts(surface.trim(), None),
             AskForm::Intents(Ok(intents)) => FactSet {
                 tool: None,
                 intents: intents
@@ -261,6 +305,58 @@ impl Requester {
                 intents: Vec::new(),
                 unusable: Some(why.clone()),
             },
+        }
+    }
+
+    /// The facts of a `{surface, value?}` ask.
+    ///
+    /// Without a value the surface is checked as the reference checks it
+    /// (see [`Self::surface_level_intent`]). An extension surface with a
+    /// value is checked twice, on `*` (all the reference evaluates: it
+    /// ignores the value) and on the value, and the stricter answers: permfs
+    /// is then never less restrictive than the reference, and a rule a user
+    /// wrote for one value (`deploy: {"prod": "deny"}`) still holds. `mcp`
+    /// with a value is checked on the reference's value-less targets and on
+    /// `[value, "mcp"]`, for the same reason.
+    fn surface_facts(&self, surface: &str, value: Option<&str>) -> FactSet {
+        let value = value.filter(|v| !is_absent_value(surface, v));
+        let intents = match value {
+            None => vec![self.surface_level_intent(surface)],
+            Some(value) if is_extension_surface(surface) && value != "*" => vec![
+                // `*` first: on a tie it is the reference's own answer.
+                self.plain_intent(surface, vec!["*".into()]),
+                self.plain_intent(surface, vec![value.to_string()]),
+            ],
+            Some(value) if surface == "mcp" => {
+                // Likewise for `mcp`: the value is the target the asker
+                // means, and the reference's own candidates (it ignores the
+                // value) are judged as well.
+                let asked = self.intent(surface, value);
+                let reference = self.surface_level_intent(surface);
+                if asked.match_values == reference.match_values {
+                    vec![asked]
+                } else {
+                    vec![reference, asked]
+                }
+            }
+            Some(value) => vec![self.intent(surface, value)],
+        };
+        FactSet {
+            tool: None,
+            intents,
+            unusable: None,
+        }
+    }
+
+    /// A surface checked without a value, with the reference's candidates
+    /// (`normalizeInput` on an empty input): `bash` the empty line, `mcp`
+    /// its status targets, every other surface the literal `*`. A path
+    /// surface gets no alias set, cwd or boundary: there is no path.
+    fn surface_level_intent(&self, surface: &str) -> AccessIntent {
+        match surface {
+            "bash" => self.intent("bash", ""),
+            "mcp" => self.plain_intent("mcp", mcp_candidates(&Value::Object(Default::default()))),
+            _ => self.plain_intent(surface, vec!["*".into()]),
         }
     }
 
@@ -545,12 +641,155 @@ mod tests {
         for (bad, needle) in [
             ("{", "not valid JSON"),
             ("[]", "JSON object"),
-            (r#"{"surface":"bash"}"#, "needs a string \"value\""),
+            (
+                r#"{"surface":"bash","value":3}"#,
+                "\"value\" must be a string",
+            ),
+            (
+                r#"{"surface":"deploy","value":["x"]}"#,
+                "\"value\" must be a string",
+            ),
+            (r#"{"surface":"  "}"#, "\"surface\" must not be empty"),
             (r#"{"sufrace":"bash","value":"x"}"#, "unknown request key"),
             (r#"{"tool":"read","input":"x"}"#, "\"input\" must be"),
         ] {
             let error = Request::parse(bad).unwrap_err();
             assert!(error.0.contains(needle), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_surface_without_a_value_is_a_surface_level_check() {
+        let form = |text: &str| Request::parse(text).map(|r| r.form);
+        let only = |surface: &str| AskForm::SurfaceOnly {
+            surface: surface.into(),
+        };
+        assert_eq!(form(r#"{"surface":"deploy"}"#), Ok(only("deploy")));
+        assert_eq!(
+            form(r#"{"surface":"deploy","value":null}"#),
+            Ok(only("deploy"))
+        );
+        assert_eq!(form(r#"{"surface":"read","value":"  "}"#), Ok(only("read")));
+        assert_eq!(form(r#"{"surface":"mcp","value":""}"#), Ok(only("mcp")));
+        // An empty line is a bash line and an empty name a skill name.
+        for (text, surface, value) in [
+            (r#"{"surface":"bash","value":""}"#, "bash", ""),
+            (r#"{"surface":"bash","value":" "}"#, "bash", " "),
+            (r#"{"surface":"skill","value":""}"#, "skill", ""),
+        ] {
+            assert_eq!(
+                form(text),
+                Ok(AskForm::Surface {
+                    surface: surface.into(),
+                    value: value.into()
+                })
+            );
+        }
+        assert_eq!(form(r#"{"surface":"bash"}"#), Ok(only("bash")));
+    }
+
+    #[test]
+    fn surface_level_candidates_are_the_references() {
+        let r = requester("/nonexistent-w");
+        let only = |surface: &str| {
+            r.facts(&AskForm::SurfaceOnly {
+                surface: surface.into(),
+            })
+        };
+        for (surface, values) in [
+            ("bash", vec![""]),
+            ("skill", vec!["*"]),
+            ("mcp", vec!["mcp_status", "mcp"]),
+            ("deploy", vec!["*"]),
+            ("read", vec!["*"]),
+            ("path", vec!["*"]),
+            ("path_write", vec!["*"]),
+            ("external_directory", vec!["*"]),
+        ] {
+            let facts = only(surface);
+            assert_eq!(facts.tool, None);
+            assert_eq!(facts.intents.len(), 1, "{surface}");
+            let intent = &facts.intents[0];
+            assert_eq!(intent.surface, surface);
+            assert_eq!(intent.match_values, values, "{surface}");
+            // No path, so no alias set and no boundary to cross.
+            assert_eq!(intent.boundary_value, None, "{surface}");
+        }
+        // A blank value on a direct form is no value either.
+        let facts = r.facts(&AskForm::Surface {
+            surface: "read".into(),
+            value: " ".into(),
+        });
+        assert_eq!(facts.intents[0].match_values, ["*"]);
+        assert_eq!(facts.intents[0].boundary_value, None);
+    }
+
+    #[test]
+    fn an_extension_value_is_judged_with_the_surface_level_check() {
+        let r = requester("/nonexistent-w");
+        let facts = r.facts(&AskForm::Surface {
+            surface: "deploy".into(),
+            value: "prod".into(),
+        });
+        let values: Vec<_> = facts.intents.iter().map(|i| &i.match_values).collect();
+        assert_eq!(values, [&vec!["*".to_string()], &vec!["prod".to_string()]]);
+        assert_eq!(surfaces(&facts), ["deploy", "deploy"]);
+        let facts = r.facts(&AskForm::Surface {
+            surface: "mcp".into(),
+            value: "exa".into(),
+        });
+        let values: Vec<_> = facts
+            .intents
+            .iter()
+            .map(|i| i.match_values.clone())
+            .collect();
+        assert_eq!(values, [["mcp_status", "mcp"], ["exa", "mcp"]]);
+        // `*` itself, the status target, bash, skill and path surfaces keep
+        // one fact.
+        for (surface, value) in [
+            ("deploy", "*"),
+            ("mcp", "mcp_status"),
+            ("bash", "ls"),
+            ("skill", "x"),
+            ("read", "a"),
+        ] {
+            let facts = r.facts(&AskForm::Surface {
+                surface: surface.into(),
+                value: value.into(),
+            });
+            assert_eq!(facts.intents.len(), 1, "{surface}");
+        }
+    }
+
+    #[test]
+    fn surface_level_asks_suggest_the_whole_surface() {
+        let grant = |text: &str| Request::parse(text).map(|r| r.form.surface_level_grant());
+        let whole = |s: &str| Ok(Some((s.to_string(), "*".to_string())));
+        assert_eq!(grant(r#"{"surface":"deploy"}"#), whole("deploy"));
+        assert_eq!(grant(r#"{"surface":" bash "}"#), whole("bash"));
+        assert_eq!(grant(r#"{"surface":"mcp"}"#), whole("mcp"));
+        assert_eq!(grant(r#"{"surface":"read","value":""}"#), whole("read"));
+        assert_eq!(
+            grant(r#"{"surface":"deploy","value":"prod"}"#),
+            whole("deploy")
+        );
+        assert_eq!(grant(r#"{"surface":"bash","value":"ls"}"#), Ok(None));
+        assert_eq!(grant(r#"{"surface":"read","value":"a"}"#), Ok(None));
+        assert_eq!(grant(r#"{"tool":"deploy"}"#), Ok(None));
+    }
+
+    #[test]
+    fn wire_intents_without_match_values_fail_closed() {
+        for text in [
+            r#"{"accessIntent":{"surface":"deploy","matchValues":null}}"#,
+            r#"{"accessIntent":{"surface":"deploy"}}"#,
+            r#"{"accessIntent":{"surface":"deploy","matchValues":[]}}"#,
+        ] {
+            let form = Request::parse(text).map(|r| r.form);
+            assert!(matches!(form, Ok(AskForm::Intents(Err(_)))), "{text}");
+            let facts =
+                requester("/nonexistent-w").facts(&form.unwrap_or(AskForm::Intents(Ok(vec![]))));
+            assert!(facts.unusable.is_some(), "{text}");
         }
     }
 }

@@ -1161,6 +1161,15 @@ fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
         .as_ref()
         .map(|r| r.suggested_patterns.clone())
         .unwrap_or_default();
+    if suggested.is_empty() {
+        if let Some(grant) = ask
+            .request
+            .as_ref()
+            .and_then(|r| r.form.surface_level_grant())
+        {
+            return vec![grant];
+        }
+    }
     let mut out = Vec::new();
     for intent in &ask.facts.intents {
         if !suggested.is_empty() {
@@ -1183,6 +1192,10 @@ fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
         };
         out.push((intent.surface.clone(), pattern));
     }
+    // Two facts on one surface (an extension surface asked with a value)
+    // would otherwise record the same grant twice.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|grant| seen.insert(grant.clone()));
     out
 }
 
