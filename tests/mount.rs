@@ -685,9 +685,7 @@ fn a_surface_without_a_value_is_answered_and_its_grant_covers_the_surface() {
     assert_eq!(denied["decidedBy"]["pattern"], "*");
     // The dry run takes the same form.
     let query = daemon.session("main").join("query");
-    std::fs::write(&query, r#"{"surface":"webfetch","value":null}"#).expect("query written");
-    let answer: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&query).expect("query read")).expect("JSON");
+    let answer = common::dry_run(&query, r#"{"surface":"webfetch","value":null}"#);
     assert_eq!(answer["verdict"]["state"], "deny");
     assert_eq!(answer["facts"][0]["matchValues"], serde_json::json!(["*"]));
 

@@ -65,26 +65,11 @@ fn every_watcher_sees_every_inbox_event() {
     }
 }
 
-/// A dry run on one descriptor: write the request, read the verdict.
-fn dry_run(query: &std::path::Path, request: &str) -> Value {
-    use std::io::{Read, Seek, Write};
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(query)
-        .expect("query opened");
-    file.write_all(request.as_bytes()).expect("query written");
-    file.rewind().expect("rewound");
-    let mut text = String::new();
-    file.read_to_string(&mut text).expect("query read");
-    serde_json::from_str(&text).expect("JSON")
-}
-
 #[test]
 fn a_dry_run_explains_and_changes_nothing() {
     let daemon = Daemon::start(CONFIG, None);
     let query = daemon.session("main").join("query");
-    let answer = dry_run(&query, r#"{"tool":"read","input":{"path":"conf/.env"}}"#);
+    let answer = common::dry_run(&query, r#"{"tool":"read","input":{"path":"conf/.env"}}"#);
     assert_eq!(answer["dryRun"], true);
     assert_eq!(answer["verdict"]["state"], "deny");
     assert_eq!(answer["verdict"]["decidedBy"]["ruleSurface"], "path_read");
@@ -95,7 +80,7 @@ fn a_dry_run_explains_and_changes_nothing() {
         .iter()
         .any(|r| r["pattern"] == "*.env" && r["wins"] == true && r["origin"] == "global"));
 
-    let answer = dry_run(&query, r#"{"surface":"bash","value":"make"}"#);
+    let answer = common::dry_run(&query, r#"{"surface":"bash","value":"make"}"#);
     assert_eq!(answer["verdict"]["state"], "ask");
     assert!(
         daemon.inbox("main").is_empty(),
@@ -125,7 +110,7 @@ fn a_dry_run_is_private_to_its_open_file() {
         .expect("written");
     let theirs = std::fs::read_to_string(&query).expect("other read");
     assert!(theirs.contains("same descriptor"), "{theirs}");
-    let _ = dry_run(&query, r#"{"tool":"read","input":{"path":"conf/.env"}}"#);
+    let _ = common::dry_run(&query, r#"{"tool":"read","input":{"path":"conf/.env"}}"#);
     let mut text = String::new();
     mine.read_to_string(&mut text).expect("mine read");
     let answer: Value = serde_json::from_str(&text).expect("JSON");

@@ -159,3 +159,18 @@ pub fn hop_sessions(answer: &serde_json::Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// A dry run on one descriptor: write the request, read the verdict.
+pub fn dry_run(query: &Path, request: &str) -> serde_json::Value {
+    use std::io::{Read, Seek, Write};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(query)
+        .expect("query opened");
+    file.write_all(request.as_bytes()).expect("query written");
+    file.rewind().expect("rewound");
+    let mut text = String::new();
+    file.read_to_string(&mut text).expect("query read");
+    serde_json::from_str(&text).expect("JSON")
+}
