@@ -34,6 +34,8 @@ pub struct MountOptions {
     /// Where the audit log lives (default: `$XDG_STATE_HOME/permfs`).
     pub state_dir: Option<PathBuf>,
     pub threads: usize,
+    /// `fdatasync` every audit batch before delivering its decisions.
+    pub audit_sync: bool,
 }
 
 /// `$XDG_STATE_HOME/permfs`, or `~/.local/state/permfs`.
@@ -230,7 +232,7 @@ pub fn run(options: MountOptions) -> i32 {
     let signals = block_termination_signals();
     let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
     let audit_path = state_dir.join("audit.log");
-    match crate::session::audit::AuditLog::open(&audit_path) {
+    match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),
         Err(error) => {
             eprintln!(

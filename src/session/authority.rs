@@ -45,6 +45,9 @@ pub enum AuthorityError {
     AlreadyDecided(String),
     /// A request over the size limit.
     TooLarge,
+    /// A decision could not be written to the audit log (so it was not
+    /// delivered); with the write's errno.
+    AuditUnavailable(String, i32),
 }
 
 impl std::fmt::Display for AuthorityError {
@@ -54,7 +57,8 @@ impl std::fmt::Display for AuthorityError {
             | Self::Exists(m)
             | Self::Invalid(m)
             | Self::PermissionDenied(m)
-            | Self::AlreadyDecided(m) => f.write_str(m),
+            | Self::AlreadyDecided(m)
+            | Self::AuditUnavailable(m, _) => f.write_str(m),
             Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
         }
     }
@@ -151,6 +155,7 @@ impl Decision {
 
 pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
     StateGuard {
+        mutex: state,
         guard: Some(
             state
                 .lock()
@@ -159,41 +164,91 @@ pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
     }
 }
 
-/// Work an operation leaves for after the lock is released: waking parked
-/// readers (a write to the FUSE device each) and appending audit lines.
-/// Doing it outside the lock keeps one big release (a grant answering
-/// thousands of asks) from stalling every other ask.
+/// Work an operation leaves for after the lock is released: the answers it
+/// reached. Each is written to the audit log outside the lock (a grant
+/// that answers thousands of asks must not stall every other ask while
+/// their lines are hashed and written), then stored and delivered; see
+/// [`StateGuard::release`].
 #[derive(Default)]
 pub(super) struct AfterUnlock {
-    deliveries: Vec<(Waiter, Arc<Response>)>,
-    audit: Vec<AuditRecord>,
+    answers: Vec<Answer>,
 }
 
-struct AuditRecord {
+/// An answer reached under the lock and not yet recorded: until its audit
+/// line is written nobody sees it (the ask is neither pending nor
+/// answered; a reader that comes meanwhile parks until it is).
+struct Answer {
     response: Arc<Response>,
     session: String,
     agent: Option<String>,
     rid: String,
     latency_ms: f64,
+    waiters: Vec<Waiter>,
+    /// The inbox it waited in: its event stream hears how it ended.
+    waited_at: Option<String>,
 }
 
-fn audit_entry(record: &AuditRecord) -> serde_json::Value {
+fn audit_entry(answer: &Answer) -> serde_json::Value {
     serde_json::json!({
-        "time": record.response.responded_at,
-        "askId": record.response.ask_id,
-        "session": record.session,
-        "agent": record.agent,
-        "request": record.rid,
-        "facts": record.response.facts,
-        "outcome": record.response.outcome,
-        "decidedBy": record.response.decided_by,
-        "hops": record.response.hops,
-        "latencyMs": record.latency_ms,
+        "time": answer.response.responded_at,
+        "askId": answer.response.ask_id,
+        "session": answer.session,
+        "agent": answer.agent,
+        "request": answer.rid,
+        "facts": answer.response.facts,
+        "outcome": answer.response.outcome,
+        "decidedBy": answer.response.decided_by,
+        "hops": answer.response.hops,
+        "latencyMs": answer.latency_ms,
     })
+}
+
+/// The audit log refused a batch of answers: they were denied instead.
+#[derive(Debug, Clone)]
+pub(super) struct AuditFailure {
+    pub(super) reason: String,
+    /// The write's errno (`ENOSPC`, `EIO`, …), for a decider's `write`.
+    pub(super) errno: i32,
+}
+
+/// What the asker is told instead of a decision that could not be
+/// recorded: `deny`, outcome and `decidedBy` `audit_unavailable`, with
+/// the error and the decision that was withheld.
+fn audit_unavailable(original: &Response, error: &str) -> Response {
+    let name = |value: serde_json::Result<serde_json::Value>| {
+        value
+            .ok()
+            .and_then(|v| match v {
+                serde_json::Value::String(s) => Some(s),
+                other => other
+                    .get("kind")
+                    .and_then(|k| k.as_str())
+                    .map(str::to_string),
+            })
+            .unwrap_or_default()
+    };
+    let reason = format!(
+        "{error}; permfs does not deliver a decision it cannot record (withheld: {} by {})",
+        name(serde_json::to_value(original.outcome)),
+        name(serde_json::to_value(&original.decided_by)),
+    );
+    Response::new(
+        original.ask_id.clone(),
+        false,
+        "denied_with_reason",
+        Some(reason.clone()),
+        original.responder_session_id.clone(),
+        DecidedBy::AuditUnavailable { reason },
+        Outcome::AuditUnavailable,
+        original.facts.clone(),
+        original.judged_for.clone(),
+        original.hops.clone(),
+    )
 }
 
 /// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
 pub(super) struct StateGuard<'a> {
+    mutex: &'a Mutex<State>,
     guard: Option<MutexGuard<'a, State>>,
 }
 
@@ -218,30 +273,100 @@ impl std::ops::DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
+        // A failure is logged and every answer of the batch was denied.
+        let _ = self.release();
+    }
+}
+
+impl StateGuard<'_> {
+    /// Unlocks and commits the answers reached: `Err` when their audit
+    /// lines could not be written (they were then denied, as
+    /// `audit_unavailable`), for a caller that must tell its writer.
+    pub(super) fn commit(mut self) -> Result<(), AuditFailure> {
+        self.release()
+    }
+
+    /// Unlocks; writes the answers' audit lines (outside the lock); then,
+    /// locked again briefly, stores them (or their `audit_unavailable`
+    /// denials, when the log refused them), publishes their events, and
+    /// finally wakes the waiters. No answer is ever seen that the log does
+    /// not hold, and no `allow` is delivered when it cannot be recorded.
+    fn release(&mut self) -> Result<(), AuditFailure> {
         let Some(mut guard) = self.guard.take() else {
-            return;
+            return Ok(());
         };
-        let work = std::mem::take(&mut guard.after_unlock);
+        let mut answers = std::mem::take(&mut guard.after_unlock.answers);
         let audit = guard.audit.clone();
         drop(guard);
-        // The audit line is written before anyone is told: no answer is
-        // ever seen that the log does not hold.
-        if let Some(audit) = audit.filter(|_| !work.audit.is_empty()) {
-            let entries = work
-                .audit
-                .into_iter()
-                .filter_map(|record| match audit_entry(&record) {
-                    serde_json::Value::Object(entry) => Some(entry),
-                    _ => None,
-                })
-                .collect();
-            if let Err(error) = audit.append_all(entries) {
-                tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
+        if answers.is_empty() {
+            return Ok(());
+        }
+        let written = match &audit {
+            Some(audit) => audit.append_all(
+                answers
+                    .iter()
+                    .filter_map(|answer| match audit_entry(answer) {
+                        serde_json::Value::Object(entry) => Some(entry),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            None => Ok(()),
+        };
+        let result = match written {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let failure = AuditFailure {
+                    reason: format!("the audit log cannot be written: {error}"),
+                    errno: error.raw_os_error().unwrap_or(libc::EIO),
+                };
+                tracing::error!(
+                    %error,
+                    asks = answers.len(),
+                    first = %answers[0].response.ask_id,
+                    "decisions that cannot be recorded are not delivered: answering deny (audit_unavailable)"
+                );
+                for answer in &mut answers {
+                    answer.response =
+                        Arc::new(audit_unavailable(&answer.response, &failure.reason));
+                }
+                Err(failure)
+            }
+        };
+        let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
+        {
+            let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+            for answer in answers {
+                let Answer {
+                    response,
+                    session,
+                    waiters,
+                    waited_at,
+                    ..
+                } = answer;
+                // Readers that came while the line was written parked on
+                // the ask; it may also be gone (withdrawn, session ended).
+                if let Some(ask) = state.asks.get_mut(&response.ask_id) {
+                    ask.response = Some(Arc::clone(&response));
+                    deliveries.extend(ask.waiters.drain(..).map(|w| (w, Arc::clone(&response))));
+                }
+                deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
+                if let Some(inbox) = waited_at {
+                    let event = serde_json::json!({
+                        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
+                        "askId": response.ask_id,
+                        "from": session,
+                        "outcome": response.outcome,
+                        "decidedBy": response.decided_by,
+                    });
+                    publish(&mut state, &inbox, event);
+                }
             }
         }
-        for (waiter, response) in work.deliveries {
+        for (waiter, response) in deliveries {
             waiter(response);
         }
+        result
     }
 }
 
@@ -820,25 +945,8 @@ impl Authority {
             session: session.to_string(),
             uid,
         };
-        match decision {
-            Decision::Deny(reason) => {
-                finish(
-                    &mut state,
-                    ask_id,
-                    Outcome::Deny,
-                    by,
-                    reason,
-                    Some(session.to_string()),
-                );
-            }
-            Decision::Allow => finish(
-                &mut state,
-                ask_id,
-                Outcome::Allow,
-                by,
-                None,
-                Some(session.to_string()),
-            ),
+        // A grant is recorded only once the decision that makes it is.
+        let grant = match decision {
             Decision::AllowSession | Decision::AllowSubagent => {
                 let grant_at = if decision == Decision::AllowSession {
                     session.to_string()
@@ -849,17 +957,36 @@ impl Authority {
                     .into_iter()
                     .flat_map(|(surface, pattern)| grant_rules(&surface, &pattern))
                     .collect::<Vec<_>>();
-                let from_ask = ask_id.to_string();
-                finish(
-                    &mut state,
-                    ask_id,
-                    Outcome::Allow,
-                    by,
-                    None,
-                    Some(session.to_string()),
-                );
-                self.add_grant(&mut state, &grant_at, rules, from_ask, uid);
+                Some((grant_at, rules))
             }
+            Decision::Allow | Decision::Deny(_) => None,
+        };
+        let (outcome, reason) = match decision {
+            Decision::Deny(reason) => (Outcome::Deny, reason),
+            _ => (Outcome::Allow, None),
+        };
+        finish(
+            &mut state,
+            ask_id,
+            outcome,
+            by,
+            reason,
+            Some(session.to_string()),
+        );
+        // The person is told when their decision could not be recorded:
+        // the asker was denied (`audit_unavailable`) and no grant is made.
+        state.commit().map_err(|failure| {
+            AuthorityError::AuditUnavailable(
+                format!(
+                    "the decision was not recorded, so the ask was denied: {}",
+                    failure.reason
+                ),
+                failure.errno,
+            )
+        })?;
+        if let Some((grant_at, rules)) = grant {
+            let mut state = lock(&self.state);
+            self.add_grant(&mut state, &grant_at, rules, ask_id.to_string(), uid);
         }
         Ok(())
     }
@@ -1177,7 +1304,10 @@ fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
         .collect()
 }
 
-/// Records the answer and wakes every parked waiter.
+/// Ends an ask with an answer. The answer is committed when the lock is
+/// released: its audit line is written first, and only then is it stored
+/// and delivered (see [`StateGuard::release`]). From here on the ask is
+/// no longer pending, so nothing answers it twice.
 pub(super) fn finish(
     state: &mut State,
     ask_id: &str,
@@ -1192,10 +1322,10 @@ pub(super) fn finish(
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
-    if ask.response.is_some() {
+    // Answered, or being committed (its audit line is being written).
+    if ask.response.is_some() || !state.pending.remove(ask_id) {
         return;
     }
-    state.pending.remove(ask_id);
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(
@@ -1216,36 +1346,19 @@ pub(super) fn finish(
         ask.judged_for.clone(),
         std::mem::take(&mut ask.hops),
     ));
-    ask.response = Some(Arc::clone(&response));
-    let was_waiting_at = ask.pending_at.take();
+    let waited_at = ask.pending_at.take();
     let size = estimated_size(&response);
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
-    let waiters: Vec<Waiter> = ask.waiters.drain(..).collect();
-    let record = AuditRecord {
-        response: Arc::clone(&response),
+    state.after_unlock.answers.push(Answer {
+        response,
         session: ask.origin.clone(),
         agent: ask.agent.clone(),
         rid: ask.rid.clone(),
         latency_ms: latency.as_secs_f64() * 1000.0,
-    };
-    let event = serde_json::json!({
-        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
-        "askId": ask.id,
-        "from": ask.origin,
-        "outcome": response.outcome,
-        "decidedBy": response.decided_by,
+        waiters: ask.waiters.drain(..).collect(),
+        waited_at,
     });
-    state
-        .after_unlock
-        .deliveries
-        .extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
-    if state.audit.is_some() {
-        state.after_unlock.audit.push(record);
-    }
-    if let Some(session) = was_waiting_at {
-        publish(state, &session, event);
-    }
     state
         .answered
         .push_back((Instant::now(), ask_id.to_string(), size));
