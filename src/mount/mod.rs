@@ -24,9 +24,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 const SIGNAL_SWEEP_TICKS: usize = 12;
 const SIGNAL_CHECKS_MIN: usize = 64;
 
-/// Threads that run configured (command) judges.
-const JUDGE_WORKERS: usize = 2;
-
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
@@ -321,24 +318,15 @@ pub fn run(options: MountOptions) -> i32 {
             })
     };
 
-    // Configured judges run on a small pool; an ask waiting for one holds
-    // no thread of its own.
-    let workers: Vec<_> = (0..JUDGE_WORKERS)
-        .filter_map(|index| {
-            let stop = Arc::clone(&stop);
-            let authority = Arc::clone(&authority);
-            std::thread::Builder::new()
-                .name(format!("permfs-judge-{index}"))
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        if let Some(job) = authority.next_job(Duration::from_millis(100)) {
-                            authority.run_job(job);
-                        }
-                    }
-                })
-                .ok()
-        })
-        .collect();
+    // Configured judges run on a thread per review (bounded); an ask
+    // waiting for one holds no thread of its own.
+    let reviews = {
+        let stop = Arc::clone(&stop);
+        let authority = Arc::clone(&authority);
+        std::thread::Builder::new()
+            .name("permfs-reviews".into())
+            .spawn(move || crate::session::review::serve_reviews(authority, stop))
+    };
 
     let signal = wait_for_termination(&signals);
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
@@ -350,9 +338,11 @@ pub fn run(options: MountOptions) -> i32 {
     if let Ok(handle) = watcher {
         let _ = handle.join();
     }
-    for worker in workers {
-        let _ = worker.join();
+    if let Ok(handle) = reviews {
+        let _ = handle.join();
     }
+    // No judge outlives the daemon.
+    crate::session::chain::kill_running_judges();
     match session.umount_and_join() {
         Ok(()) => 0,
         Err(error) => {
