@@ -131,6 +131,7 @@ fn stuck_judges_hold_up_nobody(stuck: &str, message: &str, reason: &str) {
     );
     no_judge_left(dir.path());
     let rss = rss_kib(daemon.pid());
+    eprintln!("daemon VmRSS after the stuck judges: {rss} KiB");
     assert!(rss > 0 && rss < 100 * 1024, "daemon VmRSS {rss} KiB");
 }
 

@@ -7,6 +7,13 @@
 //! Lines are written with one `write(2)` per batch on an `O_APPEND`
 //! descriptor, so a crash loses at most the lines being written, never an
 //! earlier one.
+//!
+//! The log fails closed (see `docs/audit.md`): an append either lands whole
+//! or not at all (a partial write is cut off again), and the caller does
+//! not deliver a decision whose line did not land. A removed or replaced
+//! file is noticed before each append (the path's device and inode against
+//! the open file's) and reopened, its first line saying so. A torn last
+//! line is told apart from tampering by [`verify`].
 
 use regex::Regex;
 use serde_json::{Map, Value};

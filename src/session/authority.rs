@@ -100,7 +100,7 @@ pub struct Authority {
     pub(super) state: Mutex<State>,
     /// Judges defined in the global config.
     pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
-    /// Reviews for configured judges, run by worker threads.
+    /// Reviews for configured judges, run by `review::serve_reviews`.
     pub(super) jobs: (
         crossbeam_channel::Sender<super::review::ReviewJob>,
         crossbeam_channel::Receiver<super::review::ReviewJob>,
@@ -1589,6 +1589,69 @@ mod tests {
             .submit(&child, "d", br#"{"surface":"bash","value":"make"}"#)
             .expect("ok");
         assert!(authority.response(&fourth).is_none());
+    }
+
+    #[test]
+    fn nothing_is_delivered_that_the_audit_log_cannot_hold() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let path = dir.path().join("audit.log");
+        authority.set_audit(Arc::new(
+            super::super::audit::AuditLog::open(&path).expect("log"),
+        ));
+        let ls = br#"{"surface":"bash","value":"ls"}"#;
+        let make = br#"{"surface":"bash","value":"make"}"#;
+        let allowed = authority.submit("main", "r1", ls).expect("ok");
+        assert_eq!(
+            authority.response(&allowed).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let pending = authority.submit("main", "r2", make).expect("ok");
+        let seen = Arc::new(Mutex::new(None));
+        let seen_by_waiter = Arc::clone(&seen);
+        let parked = authority.wait(
+            &pending,
+            Box::new(move |r: Arc<Response>| {
+                *seen_by_waiter.lock().expect("lock") = Some(r.outcome);
+            }),
+        );
+        assert!(matches!(parked, Ok(None)));
+
+        // The log's place is taken by a directory: it cannot be reopened.
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::create_dir(&path).expect("a directory in its place");
+        let refused = authority.submit("main", "r3", ls).expect("ok");
+        let response = authority.response(&refused).expect("answered");
+        assert_eq!(response.outcome, Outcome::AuditUnavailable);
+        assert!(!response.approved);
+        assert!(matches!(
+            &response.decided_by,
+            DecidedBy::AuditUnavailable { reason } if reason.contains("withheld: allow by rule")
+        ));
+        // A person's decision is refused with an error, the asker (and its
+        // parked reader) is denied, and no grant is made.
+        let error = authority
+            .decide("main", &pending, 0, "allow session")
+            .expect_err("cannot be recorded");
+        assert!(matches!(error, AuthorityError::AuditUnavailable(_, _)));
+        assert_eq!(
+            authority.response(&pending).map(|r| r.outcome),
+            Some(Outcome::AuditUnavailable)
+        );
+        assert_eq!(*seen.lock().expect("lock"), Some(Outcome::AuditUnavailable));
+        assert!(authority.grants("main").is_empty());
+
+        // The log can be written again: answers flow, the chain verifies.
+        std::fs::remove_dir(&path).expect("directory removed");
+        let again = authority.submit("main", "r4", ls).expect("ok");
+        assert_eq!(
+            authority.response(&again).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let report = super::super::audit::verify(&path).expect("verifies");
+        assert_eq!((report.lines, report.torn_tail), (2, None));
     }
 
     #[test]

@@ -420,6 +420,7 @@ pub fn run_command(command: &[String], input: &[u8], timeout: Duration) -> Resul
         }
     }
     // Output is complete: wait (until the deadline) for the leader to exit.
+    drop(stdin);
     while !judge.leader_exited() {
         if Instant::now() >= deadline {
             return Err(format!("{program:?} did not answer within {timeout:?}"));

@@ -4,8 +4,9 @@
 //! runs each on its own thread (at most [`MAX_RUNNING_REVIEWS`] at once),
 //! so a judge that hangs holds only its own review, and only until its
 //! timeout. A review for a judge attached through the mount waits in that
-//! judge's queue until it reads `next`, holding no thread. Either way the verdict comes back through
-//! [`Authority::link_verdict`], and the walk goes on from there.
+//! judge's queue until it reads `next`, holding no thread. Either way the
+//! verdict comes back through [`Authority::link_verdict`], and the walk
+//! goes on from there.
 
 use super::ask::{AskId, DecidedBy, Hop, Outcome};
 use super::authority::{finish, lock, Authority, AuthorityError, State};
