@@ -17,22 +17,26 @@ const TIMEOUT_MS: u64 = 1500;
 /// A judge that answers `deny` ("fast") unless `dir/stuck` exists, in
 /// which case it runs `stuck`. Every run appends its pid (= its process
 /// group) to `dir/pids`.
-fn judge(dir: &Path, stuck: &str) -> Value {
+fn judge(dir: &Path, stuck: &str, timeout_ms: u64) -> Value {
     let d = dir.display();
     let script = format!(
         "echo $$ >> {d}/pids; if [ -e {d}/stuck ]; then {stuck}; \
          else cat >/dev/null; echo '{{\"verdict\":\"deny\",\"reason\":\"fast\"}}'; fi"
     );
-    json!({"command": ["sh", "-c", script], "timeoutMs": TIMEOUT_MS})
+    json!({"command": ["sh", "-c", script], "timeoutMs": timeout_ms})
 }
 
 /// A headless root whose only link is `gate`: when the link defers,
 /// nobody decides (`no_decider`).
 fn start(dir: &Path, stuck: &str) -> Daemon {
+    start_with_timeout(dir, stuck, TIMEOUT_MS)
+}
+
+fn start_with_timeout(dir: &Path, stuck: &str, timeout_ms: u64) -> Daemon {
     let config = json!({
         "permission": {"bash": "ask"},
         "authorizerChain": ["gate"],
-        "judges": {"gate": judge(dir, stuck)},
+        "judges": {"gate": judge(dir, stuck, timeout_ms)},
         "roots": {"ci": {"interactive": false}},
     });
     Daemon::start_with_root(&config.to_string(), "ci")
@@ -175,5 +179,24 @@ fn a_judge_whose_background_child_holds_stdout_answers_and_leaves_nothing() {
     std::fs::remove_file(dir.path().join("stuck")).expect("marker removed");
     let answer = daemon.response(&ask(&daemon, "ordinary", "make", ""));
     assert_eq!(answer["decidedBy"]["reason"], "fast");
+    no_judge_left(dir.path());
+}
+
+#[test]
+fn a_stopping_daemon_leaves_no_judge_behind() {
+    let dir = tempfile::tempdir().expect("temp");
+    // A timeout far beyond the test: only the daemon's stop can end it.
+    let mut daemon = start_with_timeout(dir.path(), "sleep 100 & exec sleep 100", 60_000);
+    std::fs::write(dir.path().join("stuck"), "").expect("marker");
+    let response = ask(&daemon, "stuck", "make", "");
+    eventually("the judge runs", || {
+        std::fs::read_to_string(dir.path().join("pids")).is_ok_and(|p| !p.is_empty())
+    });
+    let stopping = Instant::now();
+    let status = daemon.stop().expect("stopped");
+    assert!(status.success(), "{status}");
+    assert!(stopping.elapsed() < Duration::from_secs(5));
+    assert!(!common::is_mounted(&daemon.mountpoint));
+    let _ = response;
     no_judge_left(dir.path());
 }

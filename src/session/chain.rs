@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -222,9 +223,17 @@ const EXIT_CHECK: Duration = Duration::from_millis(20);
 /// can kill them all.
 static RUNNING: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
-/// Kills every running judge's process group (the daemon is stopping).
+/// Set once the daemon stops: a judge started after that is killed at once.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Kills every running judge's process group (the daemon is stopping), and
+/// any judge started from now on.
 pub fn kill_running_judges() {
-    let groups = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let groups = {
+        let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        STOPPING.store(true, Ordering::SeqCst);
+        running.clone()
+    };
     for group in groups {
         // SAFETY: signalling a process group the daemon started; its
         // leader is not reaped before it leaves RUNNING, so the id is
@@ -246,15 +255,21 @@ impl Contained {
     fn spawn(command: &mut Command) -> std::io::Result<Self> {
         let child = command.process_group(0).spawn()?;
         let group = child.id() as i32;
-        RUNNING
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(group);
-        Ok(Self {
+        let stopping = {
+            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            running.insert(group);
+            STOPPING.load(Ordering::SeqCst)
+        };
+        let judge = Self {
             child,
             group,
             reaped: false,
-        })
+        };
+        if stopping {
+            // Dropping it kills it: no judge outlives the daemon.
+            return Err(std::io::Error::other("permfs is stopping"));
+        }
+        Ok(judge)
     }
 
     /// Whether the leader has exited, without reaping it (a zombie keeps
