@@ -302,15 +302,21 @@ impl StateGuard<'_> {
             return Ok(());
         }
         let written = match &audit {
-            Some(audit) => audit.append_all(
-                answers
+            Some(audit) => {
+                let entries: Vec<_> = answers
                     .iter()
                     .filter_map(|answer| match audit_entry(answer) {
                         serde_json::Value::Object(entry) => Some(entry),
                         _ => None,
                     })
-                    .collect(),
-            ),
+                    .collect();
+                // Every answer has its line, or none is delivered.
+                if entries.len() == answers.len() {
+                    audit.append_all(entries)
+                } else {
+                    Err(std::io::Error::other("an audit entry could not be built"))
+                }
+            }
             None => Ok(()),
         };
         let result = match written {
