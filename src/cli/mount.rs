@@ -18,6 +18,13 @@ pub struct MountArgs {
     /// (default: $XDG_STATE_HOME/permfs, or ~/.local/state/permfs).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// fdatasync the audit log after every decision batch, before the
+    /// decision is delivered: no recorded line is lost even to a power
+    /// loss, at the cost of a disk flush per decision (by default a line
+    /// is delivered once it is wholly written to the file, which survives
+    /// a daemon crash but not a kernel crash).
+    #[arg(long)]
+    pub audit_sync: bool,
     /// FUSE worker threads (blocked readers use none).
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -40,5 +47,6 @@ pub fn run(args: MountArgs) -> i32 {
         state_dir: args.state_dir,
         threads: args.threads,
         allow_other: args.allow_other,
+        audit_sync: args.audit_sync,
     })
 }

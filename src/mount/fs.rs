@@ -111,6 +111,7 @@ fn errno(error: &AuthorityError) -> Errno {
         AuthorityError::PermissionDenied(_) => Errno::EACCES,
         AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
         AuthorityError::TooLarge => Errno::EFBIG,
+        AuthorityError::AuditUnavailable(_, code) => Errno::from_i32(*code),
     }
 }
 

@@ -26,9 +26,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 const SIGNAL_SWEEP_TICKS: usize = 12;
 const SIGNAL_CHECKS_MIN: usize = 64;
 
-/// Threads that run configured (command) judges.
-const JUDGE_WORKERS: usize = 2;
-
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
@@ -39,6 +36,8 @@ pub struct MountOptions {
     /// Let other uids use the mount when the daemon is not root (needs
     /// `user_allow_other` in /etc/fuse.conf). Root always allows them.
     pub allow_other: bool,
+    /// `fdatasync` every audit batch before delivering its decisions.
+    pub audit_sync: bool,
 }
 
 /// `$XDG_STATE_HOME/permfs`, or `~/.local/state/permfs`.
@@ -239,7 +238,7 @@ pub fn run(options: MountOptions) -> i32 {
     let signals = block_termination_signals();
     let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
     let audit_path = state_dir.join("audit.log");
-    match crate::session::audit::AuditLog::open(&audit_path) {
+    match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),
         Err(error) => {
             eprintln!(
@@ -328,24 +327,15 @@ pub fn run(options: MountOptions) -> i32 {
             })
     };
 
-    // Configured judges run on a small pool; an ask waiting for one holds
-    // no thread of its own.
-    let workers: Vec<_> = (0..JUDGE_WORKERS)
-        .filter_map(|index| {
-            let stop = Arc::clone(&stop);
-            let authority = Arc::clone(&authority);
-            std::thread::Builder::new()
-                .name(format!("permfs-judge-{index}"))
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        if let Some(job) = authority.next_job(Duration::from_millis(100)) {
-                            authority.run_job(job);
-                        }
-                    }
-                })
-                .ok()
-        })
-        .collect();
+    // Configured judges run on a thread per review (bounded); an ask
+    // waiting for one holds no thread of its own.
+    let reviews = {
+        let stop = Arc::clone(&stop);
+        let authority = Arc::clone(&authority);
+        std::thread::Builder::new()
+            .name("permfs-reviews".into())
+            .spawn(move || crate::session::review::serve_reviews(authority, stop))
+    };
 
     let signal = wait_for_termination(&signals);
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
@@ -357,9 +347,11 @@ pub fn run(options: MountOptions) -> i32 {
     if let Ok(handle) = watcher {
         let _ = handle.join();
     }
-    for worker in workers {
-        let _ = worker.join();
+    if let Ok(handle) = reviews {
+        let _ = handle.join();
     }
+    // No judge outlives the daemon.
+    crate::session::chain::kill_running_judges();
     session.unmount(mountpoint)
 }
 

@@ -50,6 +50,12 @@ pub enum DecidedBy {
     Escalated {
         reason: String,
     },
+    /// The decision's audit line could not be written, so it was not
+    /// delivered: the ask is denied instead (fail closed). The reason
+    /// names the error and the decision that was withheld.
+    AuditUnavailable {
+        reason: String,
+    },
 }
 
 /// Why the ask ended, beyond allow/deny.
@@ -63,6 +69,8 @@ pub enum Outcome {
     Cancelled,
     SessionEnded,
     Invalid,
+    /// Denied because its audit line could not be written.
+    AuditUnavailable,
 }
 
 /// One node's verdict on the way up.

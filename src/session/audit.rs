@@ -7,6 +7,13 @@
 //! Lines are written with one `write(2)` per batch on an `O_APPEND`
 //! descriptor, so a crash loses at most the lines being written, never an
 //! earlier one.
+//!
+//! The log fails closed (see `docs/audit.md`): an append either lands whole
+//! or not at all (a partial write is cut off again), and the caller does
+//! not deliver a decision whose line did not land. A removed or replaced
+//! file is noticed before each append (the path's device and inode against
+//! the open file's) and reopened, its first line saying so. A torn last
+//! line is told apart from tampering by [`verify`].
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -81,32 +88,98 @@ pub fn redact(value: &mut Value) {
     }
 }
 
-/// Appends hash-chained lines to a file.
+/// Appends hash-chained lines to a file, and fails closed: an append
+/// either lands whole (every line of the batch, with its newline, in the
+/// kernel; and on disk too with `sync`) or leaves the file as it was, so
+/// the caller can refuse to deliver what could not be recorded.
 pub struct AuditLog {
     path: PathBuf,
-    inner: Mutex<(File, String)>,
+    /// `fdatasync` after every batch (the mount's `--audit-sync`).
+    sync: bool,
+    inner: Mutex<Inner>,
+}
+
+/// The open file and what was last committed to it.
+struct Inner {
+    /// `None` once the path could not be reopened (each append retries).
+    file: Option<File>,
+    /// The hash of the last committed line (`prev` of the next one).
+    last: String,
+    /// (device, inode) of the open file: a removed or replaced log is
+    /// noticed by comparing them with the path's.
+    identity: (u64, u64),
+    /// A failed write may have left part of a batch past the committed
+    /// end, and cutting it off failed too: cut it before the next append.
+    torn_at: Option<u64>,
+    /// Whether the last append failed (to log the recovery once).
+    failing: bool,
+    /// The `audit_reopened` line owed to a reopened file: it goes first
+    /// in every batch until one is written.
+    note: Option<Map<String, Value>>,
 }
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditLog")
             .field("path", &self.path)
+            .field("sync", &self.sync)
             .finish()
     }
+}
+
+/// An open log file: the file, its identity, the hash its chain ends with.
+fn open_file(path: &Path) -> std::io::Result<(File, (u64, u64), String)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    // Only a regular file is a log: nothing is read, cut or appended
+    // through a symlink (or a device) put in its place.
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_file() => {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                path.display()
+            )))
+        }
+        _ => {}
+    }
+    drop_incomplete_tail(path)?;
+    let last = last_hash(path)?;
+    // Owner-only, and never through a symlink: a log replaced by a link
+    // must not make the daemon append to whatever it points at.
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok((file, (meta.dev(), meta.ino()), last))
 }
 
 impl AuditLog {
     /// Opens (or creates) the log; the chain continues from its last line.
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        drop_incomplete_tail(path)?;
-        let last = last_hash(path)?;
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Self::open_with(path, false)
+    }
+
+    /// Opens the log; with `sync`, every append is `fdatasync`ed before it
+    /// counts as written (durable across a power loss, at the cost of a
+    /// disk flush per batch).
+    pub fn open_with(path: &Path, sync: bool) -> std::io::Result<Self> {
+        let (file, identity, last) = open_file(path)?;
         Ok(Self {
             path: path.to_path_buf(),
-            inner: Mutex::new((file, last)),
+            sync,
+            inner: Mutex::new(Inner {
+                file: Some(file),
+                last,
+                identity,
+                torn_at: None,
+                failing: false,
+                note: None,
+            }),
         })
     }
 
@@ -120,11 +193,77 @@ impl AuditLog {
     }
 
     /// Appends entries in order with one `write(2)`: a batch (a grant that
-    /// answers thousands of asks) costs one system call, and each line is
-    /// still whole or absent after a crash.
+    /// answers thousands of asks) costs one system call. `Ok` means every
+    /// line is in the file; on `Err` none of the batch is (a partial write
+    /// is cut off again), so the chain never holds a torn line in its
+    /// middle and the caller must not deliver the batch's decisions.
     pub fn append_all(&self, entries: Vec<Map<String, Value>>) -> std::io::Result<()> {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let mut previous = guard.1.clone();
+        let result = self.append_locked(&mut guard, entries);
+        match &result {
+            Ok(()) if guard.failing => {
+                guard.failing = false;
+                tracing::warn!(path = %self.path.display(), "the audit log is writable again; decisions are delivered again");
+            }
+            Err(error) => {
+                guard.failing = true;
+                tracing::error!(path = %self.path.display(), %error, "cannot append to the audit log");
+            }
+            Ok(()) => {}
+        }
+        result
+    }
+
+    fn append_locked(
+        &self,
+        inner: &mut Inner,
+        entries: Vec<Map<String, Value>>,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let mut entries = entries;
+        // A removed or replaced log is noticed here: lines written to an
+        // unlinked file would be lost for good.
+        let replaced = match std::fs::symlink_metadata(&self.path) {
+            Ok(meta) => (meta.dev(), meta.ino()) != inner.identity || inner.file.is_none(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(e),
+        };
+        if replaced {
+            let why = if inner.file.is_none() {
+                "the audit log could not be reopened before"
+            } else {
+                "the audit log was removed or replaced while permfs was writing it"
+            };
+            tracing::error!(path = %self.path.display(), "{why}; reopening it");
+            inner.file = None;
+            let (file, identity, last) = open_file(&self.path)?;
+            let mut note = Map::new();
+            note.insert("time".into(), Value::from(super::ask::now_ms()));
+            note.insert("event".into(), Value::from("audit_reopened"));
+            note.insert("reason".into(), Value::from(why));
+            // The chain the daemon was writing ended here: the link to the
+            // lines that went with the old file.
+            note.insert(
+                "previousHash".into(),
+                Value::String(std::mem::replace(&mut inner.last, last)),
+            );
+            inner.note = Some(note);
+            inner.file = Some(file);
+            inner.identity = identity;
+            inner.torn_at = None;
+        }
+        let Some(file) = inner.file.as_mut() else {
+            return Err(std::io::Error::other("the audit log is not open"));
+        };
+        if let Some(end) = inner.torn_at {
+            file.set_len(end)?;
+            inner.torn_at = None;
+        }
+        if let Some(note) = inner.note.clone() {
+            entries.insert(0, note);
+        }
+        let committed = file.metadata()?.len();
+        let mut previous = inner.last.clone();
         let mut batch = String::new();
         for entry in entries {
             let mut entry = Value::Object(entry);
@@ -140,8 +279,24 @@ impl AuditLog {
             batch.push_str("\"}\n");
             previous = hash;
         }
-        guard.0.write_all(batch.as_bytes())?;
-        guard.1 = previous;
+        let written = file.write_all(batch.as_bytes()).and_then(|()| {
+            if self.sync {
+                file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(error) = written {
+            // Part of the batch may be in the file (a disk that filled up
+            // half way): cut it off now, or before the next append.
+            if let Err(cut) = file.set_len(committed) {
+                tracing::error!(path = %self.path.display(), %cut, "cannot cut a partial audit write off; retrying before the next append");
+                inner.torn_at = Some(committed);
+            }
+            return Err(error);
+        }
+        inner.last = previous;
+        inner.note = None;
         Ok(())
     }
 }
@@ -201,52 +356,96 @@ fn split_hash(line: &str) -> Option<(String, &str)> {
     Some((format!("{}}}", &line[..start]), hash))
 }
 
-/// What `permfs audit verify` found.
+/// What `permfs audit verify` found in a log whose chain holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verification {
+    /// Lines whose hash and link check out.
     pub lines: usize,
-    /// A final line without its newline: the line a crash interrupted.
-    pub incomplete_tail: bool,
+    /// The last line is torn (cut off without its newline, or not an audit
+    /// line at all): what a crash or a full disk leaves behind, not an
+    /// edit. The daemon cuts it off when it next opens the log. Says what
+    /// is wrong with it.
+    pub torn_tail: Option<String>,
+}
+
+/// Why a log does not verify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyError {
+    /// The file cannot be read.
+    Unreadable(String),
+    /// A line was edited, removed, inserted or reordered: names the first.
+    Tampered(String),
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unreadable(m) | Self::Tampered(m) => f.write_str(m),
+        }
+    }
 }
 
 /// Checks every line's hash and chain link; names the first bad line.
-pub fn verify(path: &Path) -> Result<Verification, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+///
+/// Only the last line may be torn: a final line without its newline, or a
+/// final line that carries no hash at all, is reported as a torn tail (a
+/// write cut short), never as tampering. A line that carries a hash that
+/// does not match, or a bad line before the last, is tampering.
+pub fn verify(path: &Path) -> Result<Verification, VerifyError> {
+    let data = std::fs::read(path)
+        .map_err(|e| VerifyError::Unreadable(format!("{}: cannot read: {e}", path.display())))?;
     let text = String::from_utf8_lossy(&data);
-    let incomplete_tail = !text.is_empty() && !text.ends_with('\n');
     let mut previous = GENESIS.to_string();
     let mut count = 0;
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     for (index, raw) in lines.iter().enumerate() {
         let number = index + 1;
-        if incomplete_tail && index + 1 == lines.len() {
-            break;
+        let last = index + 1 == lines.len();
+        if last && !raw.ends_with('\n') {
+            return Ok(Verification {
+                lines: count,
+                torn_tail: Some(format!(
+                    "line {number} is cut off ({} bytes without a newline): a write that did not finish",
+                    raw.len()
+                )),
+            });
         }
         let line = raw.trim_end_matches('\n');
-        let (content, hash) =
-            split_hash(line).ok_or(format!("line {number}: not an audit line (no hash)"))?;
+        let Some((content, hash)) = split_hash(line) else {
+            if last {
+                return Ok(Verification {
+                    lines: count,
+                    torn_tail: Some(format!(
+                        "line {number} is not a complete audit line (it has no hash): a write that did not finish"
+                    )),
+                });
+            }
+            return Err(VerifyError::Tampered(format!(
+                "line {number}: not an audit line (no hash)"
+            )));
+        };
         if sha256_hex(content.as_bytes()) != hash {
-            return Err(format!(
+            return Err(VerifyError::Tampered(format!(
                 "line {number}: its content does not match its hash (the line was edited)"
-            ));
+            )));
         }
-        let entry: Value =
-            serde_json::from_str(&content).map_err(|e| format!("line {number}: not JSON: {e}"))?;
+        let entry: Value = serde_json::from_str(&content)
+            .map_err(|e| VerifyError::Tampered(format!("line {number}: not JSON: {e}")))?;
         let prev = entry
             .get("prev")
             .and_then(Value::as_str)
             .unwrap_or_default();
         if prev != previous {
-            return Err(format!(
+            return Err(VerifyError::Tampered(format!(
                 "line {number}: it does not follow the line before it (a line was removed, inserted or reordered here)"
-            ));
+            )));
         }
         previous = hash.to_string();
         count += 1;
     }
     Ok(Verification {
         lines: count,
-        incomplete_tail,
+        torn_tail: None,
     })
 }
 
@@ -281,7 +480,7 @@ mod tests {
             verify(&path),
             Ok(Verification {
                 lines: 4,
-                incomplete_tail: false
+                torn_tail: None
             })
         );
 
@@ -294,26 +493,26 @@ mod tests {
         let mut edited = owned.clone();
         edited[1] = edited[1].replace("allow", "deny");
         write(&edited);
-        assert!(verify(&path).expect_err("edited").starts_with("line 2:"));
+        let tampered = |what: &str| match verify(&path) {
+            Err(VerifyError::Tampered(m)) => m,
+            other => panic!("{what}: expected tampering, got {other:?}"),
+        };
+        assert!(tampered("edited").starts_with("line 2:"));
 
         let mut removed = owned.clone();
         removed.remove(1);
         write(&removed);
-        assert!(verify(&path).expect_err("removed").starts_with("line 2:"));
+        assert!(tampered("removed").starts_with("line 2:"));
 
         let mut reordered = owned.clone();
         reordered.swap(1, 2);
         write(&reordered);
-        assert!(verify(&path).expect_err("reordered").starts_with("line 2:"));
+        assert!(tampered("reordered").starts_with("line 2:"));
 
         std::fs::write(&path, format!("{}{}", original, "{\"askId\":\"partial")).expect("write");
-        assert_eq!(
-            verify(&path),
-            Ok(Verification {
-                lines: 4,
-                incomplete_tail: true
-            })
-        );
+        let torn = verify(&path).expect("a torn tail is not tampering");
+        assert_eq!(torn.lines, 4);
+        assert!(torn.torn_tail.expect("torn").contains("line 5 is cut off"));
         // Reopening after such a crash drops the partial line and goes on.
         AuditLog::open(&path)
             .expect("reopen")
@@ -323,9 +522,174 @@ mod tests {
             verify(&path),
             Ok(Verification {
                 lines: 5,
-                incomplete_tail: false
+                torn_tail: None
             })
         );
+    }
+
+    #[test]
+    fn verify_tells_a_torn_tail_from_tampering() {
+        let dir = tempfile::tempdir().expect("temp");
+        let path = dir.path().join("audit.log");
+        let log = AuditLog::open(&path).expect("open");
+        for n in 0..3 {
+            log.append(entry(n)).expect("append");
+        }
+        let original = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<&str> = original.lines().collect();
+
+        // A last line with its newline but no hash: a write that did not
+        // finish (or junk at the end), not an edit of the chain.
+        std::fs::write(&path, format!("{original}{{\"askId\":\"a3\"\n")).expect("write");
+        let report = verify(&path).expect("torn, not tampered");
+        assert_eq!(report.lines, 3);
+        assert!(report.torn_tail.expect("torn").contains("line 4"));
+
+        // The same junk before the last line is tampering.
+        std::fs::write(
+            &path,
+            format!(
+                "{}\n{{\"askId\":\"x\"\n{}\n{}\n",
+                lines[0], lines[1], lines[2]
+            ),
+        )
+        .expect("write");
+        assert!(matches!(verify(&path), Err(VerifyError::Tampered(m)) if m.starts_with("line 2:")));
+
+        // What the old daemon did on a full disk: a torn line with the next
+        // line glued onto it. Its hash no longer matches: tampering.
+        let glued = format!(
+            "{}\n{}\n{{\"askId\":\"par{}\n",
+            lines[0], lines[1], lines[2]
+        );
+        std::fs::write(&path, glued).expect("write");
+        assert!(matches!(verify(&path), Err(VerifyError::Tampered(m)) if m.starts_with("line 3:")));
+
+        assert!(matches!(
+            verify(&dir.path().join("missing.log")),
+            Err(VerifyError::Unreadable(_))
+        ));
+    }
+
+    /// A small tmpfs mounted for a test, unmounted on drop (also when the
+    /// test fails). `None` when not root (mounting needs it).
+    struct SmallTmpfs(tempfile::TempDir);
+
+    impl SmallTmpfs {
+        fn mount(size: &str) -> Option<Self> {
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } != 0 {
+                eprintln!("skipped: mounting a tmpfs needs root");
+                return None;
+            }
+            let dir = tempfile::tempdir().expect("temp");
+            let status = std::process::Command::new("mount")
+                .args([
+                    "-t",
+                    "tmpfs",
+                    "-o",
+                    &format!("size={size},mode=0700"),
+                    "tmpfs",
+                ])
+                .arg(dir.path())
+                .status()
+                .expect("mount runs");
+            assert!(status.success(), "mount -t tmpfs failed");
+            Some(Self(dir))
+        }
+    }
+
+    impl Drop for SmallTmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.0.path())
+                .status();
+        }
+    }
+
+    fn big_entry(n: u64, bytes: usize) -> Map<String, Value> {
+        match json!({"askId": format!("a{n}"), "outcome": "allow", "message": "m".repeat(bytes)}) {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_full_disk_fails_the_append_and_leaves_no_torn_line() {
+        let Some(tmpfs) = SmallTmpfs::mount("64k") else {
+            return;
+        };
+        let path = tmpfs.0.path().join("audit.log");
+        let log = AuditLog::open(&path).expect("open");
+        log.append(entry(0)).expect("append");
+        // Fill the disk but for a little, so the next batch fits in part.
+        let filler = tmpfs.0.path().join("filler");
+        let mut file = File::create(&filler).expect("filler");
+        let chunk = vec![0u8; 4096];
+        while file.write_all(&chunk).is_ok() {}
+        drop(file);
+        let before = std::fs::read(&path).expect("read");
+        let mut failures = 0;
+        for n in 1..6 {
+            if log
+                .append_all(vec![big_entry(n, 3000), big_entry(n + 100, 3000)])
+                .is_err()
+            {
+                failures += 1;
+            }
+            // Whatever happened, the file holds whole lines only.
+            let now = std::fs::read(&path).expect("read");
+            assert!(now.ends_with(b"\n"), "no torn tail after append {n}");
+            assert_eq!(verify(&path).map(|v| v.torn_tail), Ok(None));
+        }
+        assert!(failures > 0, "the disk was full");
+        assert!(std::fs::read(&path).expect("read").starts_with(&before));
+        // Space returns: appending goes on, on the same chain.
+        std::fs::remove_file(&filler).expect("space freed");
+        log.append_all(vec![big_entry(7, 3000), entry(8)])
+            .expect("append after space returned");
+        let report = verify(&path).expect("intact");
+        assert_eq!(report.torn_tail, None);
+        assert!(report.lines >= 3);
+    }
+
+    #[test]
+    fn a_removed_log_is_reopened_and_says_so() {
+        let dir = tempfile::tempdir().expect("temp");
+        let path = dir.path().join("audit.log");
+        let log = AuditLog::open(&path).expect("open");
+        log.append(entry(0)).expect("append");
+        let old = std::fs::read_to_string(&path).expect("read");
+        let old_last = old
+            .lines()
+            .last()
+            .and_then(split_hash)
+            .map(|(_, h)| h.to_string());
+        std::fs::remove_file(&path).expect("removed");
+        log.append(entry(1)).expect("append after removal");
+        let text = std::fs::read_to_string(&path).expect("a new log");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["event"], "audit_reopened");
+        assert_eq!(lines[0]["previousHash"].as_str(), old_last.as_deref());
+        assert_eq!(lines[1]["askId"], "a1");
+        assert_eq!(verify(&path).map(|v| v.lines), Ok(2));
+
+        // Replaced by a symlink: never followed.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "").expect("target");
+        std::fs::remove_file(&path).expect("removed");
+        std::os::unix::fs::symlink(&elsewhere, &path).expect("link");
+        assert!(log.append(entry(2)).is_err(), "fails closed");
+        assert_eq!(std::fs::read(&elsewhere).expect("read"), b"");
+        // Once a real file is back, appending resumes.
+        std::fs::remove_file(&path).expect("link removed");
+        log.append(entry(3)).expect("append");
+        assert_eq!(verify(&path).map(|v| v.lines), Ok(2));
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub enum AuthorityError {
     AlreadyDecided(String),
     /// A request over the size limit.
     TooLarge,
+    /// A decision could not be written to the audit log (so it was not
+    /// delivered); with the write's errno.
+    AuditUnavailable(String, i32),
 }
 
 impl std::fmt::Display for AuthorityError {
@@ -55,7 +58,8 @@ impl std::fmt::Display for AuthorityError {
             | Self::Exists(m)
             | Self::Invalid(m)
             | Self::PermissionDenied(m)
-            | Self::AlreadyDecided(m) => f.write_str(m),
+            | Self::AlreadyDecided(m)
+            | Self::AuditUnavailable(m, _) => f.write_str(m),
             Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
         }
     }
@@ -95,7 +99,7 @@ pub struct Authority {
     pub(super) state: Mutex<State>,
     /// Judges defined in the global config.
     pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
-    /// Reviews for configured judges, run by worker threads.
+    /// Reviews for configured judges, run by `review::serve_reviews`.
     pub(super) jobs: (
         crossbeam_channel::Sender<super::review::ReviewJob>,
         crossbeam_channel::Receiver<super::review::ReviewJob>,
@@ -150,6 +154,7 @@ impl Decision {
 
 pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
     StateGuard {
+        mutex: state,
         guard: Some(
             state
                 .lock()
@@ -158,41 +163,91 @@ pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
     }
 }
 
-/// Work an operation leaves for after the lock is released: waking parked
-/// readers (a write to the FUSE device each) and appending audit lines.
-/// Doing it outside the lock keeps one big release (a grant answering
-/// thousands of asks) from stalling every other ask.
+/// Work an operation leaves for after the lock is released: the answers it
+/// reached. Each is written to the audit log outside the lock (a grant
+/// that answers thousands of asks must not stall every other ask while
+/// their lines are hashed and written), then stored and delivered; see
+/// [`StateGuard::release`].
 #[derive(Default)]
 pub(super) struct AfterUnlock {
-    deliveries: Vec<(Waiter, Arc<Response>)>,
-    audit: Vec<AuditRecord>,
+    answers: Vec<Answer>,
 }
 
-struct AuditRecord {
+/// An answer reached under the lock and not yet recorded: until its audit
+/// line is written nobody sees it (the ask is neither pending nor
+/// answered; a reader that comes meanwhile parks until it is).
+struct Answer {
     response: Arc<Response>,
     session: String,
     agent: Option<String>,
     rid: String,
     latency_ms: f64,
+    waiters: Vec<Waiter>,
+    /// The inbox it waited in: its event stream hears how it ended.
+    waited_at: Option<String>,
 }
 
-fn audit_entry(record: &AuditRecord) -> serde_json::Value {
+fn audit_entry(answer: &Answer) -> serde_json::Value {
     serde_json::json!({
-        "time": record.response.responded_at,
-        "askId": record.response.ask_id,
-        "session": record.session,
-        "agent": record.agent,
-        "request": record.rid,
-        "facts": record.response.facts,
-        "outcome": record.response.outcome,
-        "decidedBy": record.response.decided_by,
-        "hops": record.response.hops,
-        "latencyMs": record.latency_ms,
+        "time": answer.response.responded_at,
+        "askId": answer.response.ask_id,
+        "session": answer.session,
+        "agent": answer.agent,
+        "request": answer.rid,
+        "facts": answer.response.facts,
+        "outcome": answer.response.outcome,
+        "decidedBy": answer.response.decided_by,
+        "hops": answer.response.hops,
+        "latencyMs": answer.latency_ms,
     })
+}
+
+/// The audit log refused a batch of answers: they were denied instead.
+#[derive(Debug, Clone)]
+pub(super) struct AuditFailure {
+    pub(super) reason: String,
+    /// The write's errno (`ENOSPC`, `EIO`, …), for a decider's `write`.
+    pub(super) errno: i32,
+}
+
+/// What the asker is told instead of a decision that could not be
+/// recorded: `deny`, outcome and `decidedBy` `audit_unavailable`, with
+/// the error and the decision that was withheld.
+fn audit_unavailable(original: &Response, error: &str) -> Response {
+    let name = |value: serde_json::Result<serde_json::Value>| {
+        value
+            .ok()
+            .and_then(|v| match v {
+                serde_json::Value::String(s) => Some(s),
+                other => other
+                    .get("kind")
+                    .and_then(|k| k.as_str())
+                    .map(str::to_string),
+            })
+            .unwrap_or_default()
+    };
+    let reason = format!(
+        "{error}; permfs does not deliver a decision it cannot record (withheld: {} by {})",
+        name(serde_json::to_value(original.outcome)),
+        name(serde_json::to_value(&original.decided_by)),
+    );
+    Response::new(
+        original.ask_id.clone(),
+        false,
+        "denied_with_reason",
+        Some(reason.clone()),
+        original.responder_session_id.clone(),
+        DecidedBy::AuditUnavailable { reason },
+        Outcome::AuditUnavailable,
+        original.facts.clone(),
+        original.judged_for.clone(),
+        original.hops.clone(),
+    )
 }
 
 /// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
 pub(super) struct StateGuard<'a> {
+    mutex: &'a Mutex<State>,
     guard: Option<MutexGuard<'a, State>>,
 }
 
@@ -217,30 +272,106 @@ impl std::ops::DerefMut for StateGuard<'_> {
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
+        // A failure is logged and every answer of the batch was denied.
+        let _ = self.release();
+    }
+}
+
+impl StateGuard<'_> {
+    /// Unlocks and commits the answers reached: `Err` when their audit
+    /// lines could not be written (they were then denied, as
+    /// `audit_unavailable`), for a caller that must tell its writer.
+    pub(super) fn commit(mut self) -> Result<(), AuditFailure> {
+        self.release()
+    }
+
+    /// Unlocks; writes the answers' audit lines (outside the lock); then,
+    /// locked again briefly, stores them (or their `audit_unavailable`
+    /// denials, when the log refused them), publishes their events, and
+    /// finally wakes the waiters. No answer is ever seen that the log does
+    /// not hold, and no `allow` is delivered when it cannot be recorded.
+    fn release(&mut self) -> Result<(), AuditFailure> {
         let Some(mut guard) = self.guard.take() else {
-            return;
+            return Ok(());
         };
-        let work = std::mem::take(&mut guard.after_unlock);
+        let mut answers = std::mem::take(&mut guard.after_unlock.answers);
         let audit = guard.audit.clone();
         drop(guard);
-        // The audit line is written before anyone is told: no answer is
-        // ever seen that the log does not hold.
-        if let Some(audit) = audit.filter(|_| !work.audit.is_empty()) {
-            let entries = work
-                .audit
-                .into_iter()
-                .filter_map(|record| match audit_entry(&record) {
-                    serde_json::Value::Object(entry) => Some(entry),
-                    _ => None,
-                })
-                .collect();
-            if let Err(error) = audit.append_all(entries) {
-                tracing::error!(%error, path = %audit.path().display(), "cannot append to the audit log");
+        if answers.is_empty() {
+            return Ok(());
+        }
+        let written = match &audit {
+            Some(audit) => {
+                let entries: Vec<_> = answers
+                    .iter()
+                    .filter_map(|answer| match audit_entry(answer) {
+                        serde_json::Value::Object(entry) => Some(entry),
+                        _ => None,
+                    })
+                    .collect();
+                // Every answer has its line, or none is delivered.
+                if entries.len() == answers.len() {
+                    audit.append_all(entries)
+                } else {
+                    Err(std::io::Error::other("an audit entry could not be built"))
+                }
+            }
+            None => Ok(()),
+        };
+        let result = match written {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                let failure = AuditFailure {
+                    reason: format!("the audit log cannot be written: {error}"),
+                    errno: error.raw_os_error().unwrap_or(libc::EIO),
+                };
+                tracing::error!(
+                    %error,
+                    asks = answers.len(),
+                    first = %answers[0].response.ask_id,
+                    "decisions that cannot be recorded are not delivered: answering deny (audit_unavailable)"
+                );
+                for answer in &mut answers {
+                    answer.response =
+                        Arc::new(audit_unavailable(&answer.response, &failure.reason));
+                }
+                Err(failure)
+            }
+        };
+        let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
+        {
+            let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+            for answer in answers {
+                let Answer {
+                    response,
+                    session,
+                    waiters,
+                    waited_at,
+                    ..
+                } = answer;
+                // Readers that came while the line was written parked on
+                // the ask; it may also be gone (withdrawn, session ended).
+                if let Some(ask) = state.asks.get_mut(&response.ask_id) {
+                    ask.response = Some(Arc::clone(&response));
+                    deliveries.extend(ask.waiters.drain(..).map(|w| (w, Arc::clone(&response))));
+                }
+                deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
+                if let Some(inbox) = waited_at {
+                    let event = serde_json::json!({
+                        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
+                        "askId": response.ask_id,
+                        "from": session,
+                        "outcome": response.outcome,
+                        "decidedBy": response.decided_by,
+                    });
+                    publish(&mut state, &inbox, event);
+                }
             }
         }
-        for (waiter, response) in work.deliveries {
+        for (waiter, response) in deliveries {
             waiter(response);
         }
+        result
     }
 }
 
@@ -855,25 +986,8 @@ impl Authority {
             session: session.to_string(),
             uid,
         };
-        match decision {
-            Decision::Deny(reason) => {
-                finish(
-                    &mut state,
-                    ask_id,
-                    Outcome::Deny,
-                    by,
-                    reason,
-                    Some(session.to_string()),
-                );
-            }
-            Decision::Allow => finish(
-                &mut state,
-                ask_id,
-                Outcome::Allow,
-                by,
-                None,
-                Some(session.to_string()),
-            ),
+        // A grant is recorded only once the decision that makes it is.
+        let grant = match decision {
             Decision::AllowSession | Decision::AllowSubagent => {
                 let grant_at = if decision == Decision::AllowSession {
                     session.to_string()
@@ -884,17 +998,36 @@ impl Authority {
                     .into_iter()
                     .flat_map(|(surface, pattern)| grant_rules(&surface, &pattern))
                     .collect::<Vec<_>>();
-                let from_ask = ask_id.to_string();
-                finish(
-                    &mut state,
-                    ask_id,
-                    Outcome::Allow,
-                    by,
-                    None,
-                    Some(session.to_string()),
-                );
-                self.add_grant(&mut state, &grant_at, rules, from_ask, uid);
+                Some((grant_at, rules))
             }
+            Decision::Allow | Decision::Deny(_) => None,
+        };
+        let (outcome, reason) = match decision {
+            Decision::Deny(reason) => (Outcome::Deny, reason),
+            _ => (Outcome::Allow, None),
+        };
+        finish(
+            &mut state,
+            ask_id,
+            outcome,
+            by,
+            reason,
+            Some(session.to_string()),
+        );
+        // The person is told when their decision could not be recorded:
+        // the asker was denied (`audit_unavailable`) and no grant is made.
+        state.commit().map_err(|failure| {
+            AuthorityError::AuditUnavailable(
+                format!(
+                    "the decision was not recorded, so the ask was denied: {}",
+                    failure.reason
+                ),
+                failure.errno,
+            )
+        })?;
+        if let Some((grant_at, rules)) = grant {
+            let mut state = lock(&self.state);
+            self.add_grant(&mut state, &grant_at, rules, ask_id.to_string(), uid);
         }
         Ok(())
     }
@@ -1226,7 +1359,10 @@ fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
         .collect()
 }
 
-/// Records the answer and wakes every parked waiter.
+/// Ends an ask with an answer. The answer is committed when the lock is
+/// released: its audit line is written first, and only then is it stored
+/// and delivered (see [`StateGuard::release`]). From here on the ask is
+/// no longer pending, so nothing answers it twice.
 pub(super) fn finish(
     state: &mut State,
     ask_id: &str,
@@ -1241,10 +1377,10 @@ pub(super) fn finish(
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
-    if ask.response.is_some() {
+    // Answered, or being committed (its audit line is being written).
+    if ask.response.is_some() || !state.pending.remove(ask_id) {
         return;
     }
-    state.pending.remove(ask_id);
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(
@@ -1265,36 +1401,19 @@ pub(super) fn finish(
         ask.judged_for.clone(),
         std::mem::take(&mut ask.hops),
     ));
-    ask.response = Some(Arc::clone(&response));
-    let was_waiting_at = ask.pending_at.take();
+    let waited_at = ask.pending_at.take();
     let size = estimated_size(&response);
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
-    let waiters: Vec<Waiter> = ask.waiters.drain(..).collect();
-    let record = AuditRecord {
-        response: Arc::clone(&response),
+    state.after_unlock.answers.push(Answer {
+        response,
         session: ask.origin.clone(),
         agent: ask.agent.clone(),
         rid: ask.rid.clone(),
         latency_ms: latency.as_secs_f64() * 1000.0,
-    };
-    let event = serde_json::json!({
-        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
-        "askId": ask.id,
-        "from": ask.origin,
-        "outcome": response.outcome,
-        "decidedBy": response.decided_by,
+        waiters: ask.waiters.drain(..).collect(),
+        waited_at,
     });
-    state
-        .after_unlock
-        .deliveries
-        .extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
-    if state.audit.is_some() {
-        state.after_unlock.audit.push(record);
-    }
-    if let Some(session) = was_waiting_at {
-        publish(state, &session, event);
-    }
     state
         .answered
         .push_back((Instant::now(), ask_id.to_string(), size));
@@ -1542,6 +1661,69 @@ mod tests {
             .submit(&child, "d", br#"{"surface":"bash","value":"make"}"#)
             .expect("ok");
         assert!(authority.response(&fourth).is_none());
+    }
+
+    #[test]
+    fn nothing_is_delivered_that_the_audit_log_cannot_hold() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let path = dir.path().join("audit.log");
+        authority.set_audit(Arc::new(
+            super::super::audit::AuditLog::open(&path).expect("log"),
+        ));
+        let ls = br#"{"surface":"bash","value":"ls"}"#;
+        let make = br#"{"surface":"bash","value":"make"}"#;
+        let allowed = authority.submit("main", "r1", ls).expect("ok");
+        assert_eq!(
+            authority.response(&allowed).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let pending = authority.submit("main", "r2", make).expect("ok");
+        let seen = Arc::new(Mutex::new(None));
+        let seen_by_waiter = Arc::clone(&seen);
+        let parked = authority.wait(
+            &pending,
+            Box::new(move |r: Arc<Response>| {
+                *seen_by_waiter.lock().expect("lock") = Some(r.outcome);
+            }),
+        );
+        assert!(matches!(parked, Ok(None)));
+
+        // The log's place is taken by a directory: it cannot be reopened.
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::create_dir(&path).expect("a directory in its place");
+        let refused = authority.submit("main", "r3", ls).expect("ok");
+        let response = authority.response(&refused).expect("answered");
+        assert_eq!(response.outcome, Outcome::AuditUnavailable);
+        assert!(!response.approved);
+        assert!(matches!(
+            &response.decided_by,
+            DecidedBy::AuditUnavailable { reason } if reason.contains("withheld: allow by rule")
+        ));
+        // A person's decision is refused with an error, the asker (and its
+        // parked reader) is denied, and no grant is made.
+        let error = authority
+            .decide("main", &pending, uid(0), "allow session")
+            .expect_err("cannot be recorded");
+        assert!(matches!(error, AuthorityError::AuditUnavailable(_, _)));
+        assert_eq!(
+            authority.response(&pending).map(|r| r.outcome),
+            Some(Outcome::AuditUnavailable)
+        );
+        assert_eq!(*seen.lock().expect("lock"), Some(Outcome::AuditUnavailable));
+        assert!(authority.grants("main").is_empty());
+
+        // The log can be written again: answers flow, the chain verifies.
+        std::fs::remove_dir(&path).expect("directory removed");
+        let again = authority.submit("main", "r4", ls).expect("ok");
+        assert_eq!(
+            authority.response(&again).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let report = super::super::audit::verify(&path).expect("verifies");
+        assert_eq!((report.lines, report.torn_tail), (2, None));
     }
 
     #[test]

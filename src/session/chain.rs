@@ -11,10 +11,13 @@
 use crate::facts::intent::Family;
 use regex::Regex;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-use wait_timeout::ChildExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// How long a link may take when its config says nothing.
 pub const DEFAULT_LINK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -208,49 +211,271 @@ pub fn parse_judges(value: Option<&Value>) -> Result<Vec<(String, JudgeSpec)>, S
         .collect()
 }
 
-/// Runs a command with `input` on stdin; its stdout when it exits 0 in time.
-pub fn run_command(command: &[String], input: &[u8], timeout: Duration) -> Result<Vec<u8>, String> {
-    let (program, arguments) = command.split_first().ok_or("empty command")?;
-    let mut child = Command::new(program)
-        .args(arguments)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A judge that does not read its input must not block us.
-        let _ = stdin.write_all(input);
+/// Most a judge may print: a judge that prints more (`yes`, say) is cut
+/// off and its review defers, so the daemon's memory stays bounded.
+pub const MAX_JUDGE_OUTPUT: usize = 1 << 20;
+
+/// How often a running judge is checked for having exited while
+/// something it left behind still holds its stdout.
+const EXIT_CHECK: Duration = Duration::from_millis(20);
+
+/// The process groups of the judges running now, so a stopping daemon
+/// can kill them all.
+static RUNNING: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Set once the daemon stops: a judge started after that is killed at once.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Kills every running judge's process group (the daemon is stopping), and
+/// any judge started from now on.
+pub fn kill_running_judges() {
+    let groups = {
+        let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        STOPPING.store(true, Ordering::SeqCst);
+        running.clone()
+    };
+    for group in groups {
+        // SAFETY: signalling a process group the daemon started; its
+        // leader is not reaped before it leaves RUNNING, so the id is
+        // still that group's.
+        unsafe { libc::killpg(group, libc::SIGKILL) };
     }
-    let mut stdout = child.stdout.take().ok_or("no stdout")?;
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let _ = stdout.read_to_end(&mut out);
-        out
-    });
-    let status = match child.wait_timeout(timeout).map_err(|e| e.to_string())? {
-        Some(status) => status,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
+}
+
+/// A judge process in its own process group. However the run ends, the
+/// whole group is killed and the leader reaped: nothing a judge starts
+/// outlives its review.
+struct Contained {
+    child: Child,
+    group: i32,
+    reaped: bool,
+}
+
+impl Contained {
+    fn spawn(command: &mut Command) -> std::io::Result<Self> {
+        let child = command.process_group(0).spawn()?;
+        let group = child.id() as i32;
+        let stopping = {
+            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            running.insert(group);
+            STOPPING.load(Ordering::SeqCst)
+        };
+        let judge = Self {
+            child,
+            group,
+            reaped: false,
+        };
+        if stopping {
+            // Dropping it kills it: no judge outlives the daemon.
+            return Err(std::io::Error::other("permfs is stopping"));
+        }
+        Ok(judge)
+    }
+
+    /// Whether the leader has exited, without reaping it (a zombie keeps
+    /// its id, so the group id cannot be reused before `kill_and_reap`).
+    fn leader_exited(&self) -> bool {
+        // SAFETY: an all-zero siginfo_t is valid; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waiting (without reaping) for our own child.
+        let done = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.group as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set by waitid for WEXITED.
+        done == 0 && unsafe { info.si_pid() } != 0
+    }
+
+    /// Kills the group (the leader, and anything it left running), then
+    /// reaps the leader.
+    fn kill_and_reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        // SAFETY: the leader is not reaped yet, so the group id is ours.
+        unsafe { libc::killpg(self.group, libc::SIGKILL) };
+        let status = self.child.wait();
+        self.reaped = true;
+        RUNNING
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.group);
+        status
+    }
+}
+
+impl Drop for Contained {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.kill_and_reap();
+        }
+    }
+}
+
+fn set_nonblocking(fd: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Runs a command with `input` on stdin; its stdout when it exits 0 in
+/// time.
+///
+/// The judge is contained: it runs in its own process group; its input is
+/// written and its output read without blocking (one `poll` loop on this
+/// thread, bounded by `timeout`), so a judge that never reads cannot hold
+/// the thread; its output is capped at [`MAX_JUDGE_OUTPUT`]; and when it
+/// exits, times out or is cut off, its whole group is killed and the
+/// leader reaped, so a background child holding stdout neither blocks the
+/// review nor outlives it.
+pub fn run_command(command: &[String], input: &[u8], timeout: Duration) -> Result<Vec<u8>, String> {
+    use std::os::fd::AsRawFd;
+    let (program, arguments) = command.split_first().ok_or("empty command")?;
+    let deadline = Instant::now() + timeout;
+    let mut judge = Contained::spawn(
+        Command::new(program)
+            .args(arguments)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let mut stdin = judge.child.stdin.take();
+    let mut stdout = judge.child.stdout.take().ok_or("no stdout")?;
+    let mut written = 0;
+    for fd in stdin
+        .iter()
+        .map(|s| s.as_raw_fd())
+        .chain([stdout.as_raw_fd()])
+    {
+        set_nonblocking(fd).map_err(|e| format!("cannot set up {program:?}: {e}"))?;
+    }
+    let mut output = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    if input.is_empty() {
+        stdin = None;
+    }
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
             return Err(format!("{program:?} did not answer within {timeout:?}"));
         }
-    };
-    let output = reader
-        .join()
-        .map_err(|_| "reading the judge's output failed")?;
+        let mut fds = vec![libc::pollfd {
+            fd: stdout.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if let Some(pipe) = &stdin {
+            fds.push(libc::pollfd {
+                fd: pipe.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            });
+        }
+        let wait = (deadline - now).min(EXIT_CHECK);
+        // SAFETY: `fds` is a valid array of pollfd for its length.
+        let ready = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                wait.as_millis().max(1) as i32,
+            )
+        };
+        if ready < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(format!("waiting for {program:?}: {error}"));
+        }
+        if let (Some(pipe), Some(fd)) = (stdin.as_mut(), fds.get(1)) {
+            if fd.revents != 0 {
+                match pipe.write(&input[written..]) {
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    // The judge closed its input: it has read what it wants.
+                    Err(_) => written = input.len(),
+                }
+                if written >= input.len() {
+                    // Closing stdin tells the judge the review is complete.
+                    stdin = None;
+                }
+            }
+        }
+        let mut eof = false;
+        if fds[0].revents != 0 {
+            eof = drain(&mut stdout, &mut chunk, &mut output)
+                .map_err(|e| format!("reading {program:?}: {e}"))?;
+        }
+        if output.len() > MAX_JUDGE_OUTPUT {
+            return Err(format!(
+                "{program:?} printed more than {MAX_JUDGE_OUTPUT} bytes; its review defers"
+            ));
+        }
+        if eof {
+            break;
+        }
+        // The judge exited but something it started still holds stdout:
+        // take what is there now and stop waiting.
+        if judge.leader_exited() {
+            drain(&mut stdout, &mut chunk, &mut output)
+                .map_err(|e| format!("reading {program:?}: {e}"))?;
+            if output.len() > MAX_JUDGE_OUTPUT {
+                return Err(format!(
+                    "{program:?} printed more than {MAX_JUDGE_OUTPUT} bytes; its review defers"
+                ));
+            }
+            break;
+        }
+    }
+    // Output is complete: wait (until the deadline) for the leader to exit.
+    drop(stdin);
+    while !judge.leader_exited() {
+        if Instant::now() >= deadline {
+            return Err(format!("{program:?} did not answer within {timeout:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(2).min(EXIT_CHECK));
+    }
+    let status = judge.kill_and_reap().map_err(|e| e.to_string())?;
     if !status.success() {
         return Err(format!("{program:?} exited with {status}"));
     }
     Ok(output)
 }
 
-/// Runs a configured judge on a review. Errors count as `defer`.
-pub fn run_judge(spec: &JudgeSpec, review: &Value) -> Result<LinkVerdict, String> {
+/// Reads what a non-blocking pipe holds now (at most one chunk past the
+/// cap); `true` at end of file.
+fn drain(pipe: &mut impl Read, chunk: &mut [u8], output: &mut Vec<u8>) -> std::io::Result<bool> {
+    loop {
+        match pipe.read(chunk) {
+            Ok(0) => return Ok(true),
+            Ok(n) => {
+                output.extend_from_slice(&chunk[..n]);
+                if output.len() > MAX_JUDGE_OUTPUT {
+                    return Ok(false);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs a configured judge on a review, for at most `time` (its timeout,
+/// or what is left of it). Errors count as `defer`.
+pub fn run_judge(spec: &JudgeSpec, review: &Value, time: Duration) -> Result<LinkVerdict, String> {
     let payload = serde_json::to_vec(review).map_err(|e| e.to_string())?;
+    let time = time.min(spec.timeout());
     match spec {
-        JudgeSpec::Command { command, timeout } => {
-            let output = run_command(command, &payload, *timeout)?;
+        JudgeSpec::Command { command, .. } => {
+            let output = run_command(command, &payload, time)?;
             let value: Value =
                 serde_json::from_slice(&output).map_err(|e| format!("verdict is not JSON: {e}"))?;
             LinkVerdict::from_json(&value)
@@ -258,8 +483,8 @@ pub fn run_judge(spec: &JudgeSpec, review: &Value) -> Result<LinkVerdict, String
         JudgeSpec::TypoPath {
             patterns,
             confirm,
-            timeout,
             reason,
+            ..
         } => {
             let Some(suspect) = typo_candidate(patterns, review) else {
                 return Ok(LinkVerdict::Defer);
@@ -268,7 +493,7 @@ pub fn run_judge(spec: &JudgeSpec, review: &Value) -> Result<LinkVerdict, String
             let output = run_command(
                 confirm,
                 &serde_json::to_vec(&question).map_err(|e| e.to_string())?,
-                *timeout,
+                time,
             )?;
             let answer = String::from_utf8_lossy(&output);
             let confirmed = match serde_json::from_str::<Value>(&answer) {
@@ -354,24 +579,130 @@ mod tests {
             timeout: Duration::from_secs(5),
         };
         assert_eq!(
-            run_judge(&ok, &review),
+            run_judge(&ok, &review, ok.timeout()),
             Ok(LinkVerdict::Deny(Some("no".into())))
         );
         let crash = JudgeSpec::Command {
             command: vec!["sh".into(), "-c".into(), "exit 3".into()],
             timeout: Duration::from_secs(5),
         };
-        assert!(run_judge(&crash, &review).is_err());
+        assert!(run_judge(&crash, &review, crash.timeout()).is_err());
         let slow = JudgeSpec::Command {
             command: vec!["sleep".into(), "5".into()],
             timeout: Duration::from_millis(100),
         };
-        assert!(run_judge(&slow, &review).is_err());
+        assert!(run_judge(&slow, &review, slow.timeout()).is_err());
         let garbage = JudgeSpec::Command {
             command: vec!["echo".into(), "allow".into()],
             timeout: Duration::from_secs(5),
         };
-        assert!(run_judge(&garbage, &review).is_err());
+        assert!(run_judge(&garbage, &review, garbage.timeout()).is_err());
+    }
+
+    /// Live (not zombie) processes in process group `group`.
+    fn live_in_group(group: i32) -> usize {
+        std::fs::read_dir("/proc")
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+                    .filter(|stat| {
+                        // pid (comm) state ppid pgrp …
+                        let fields: Vec<&str> = stat
+                            .rsplit_once(')')
+                            .map(|(_, rest)| rest.split_whitespace().collect())
+                            .unwrap_or_default();
+                        fields.first() != Some(&"Z")
+                            && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(group)
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    fn group_of(pid_file: &std::path::Path) -> i32 {
+        std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{} holds the judge's pid", pid_file.display()))
+    }
+
+    fn gone(group: i32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while live_in_group(group) > 0 {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
+    fn sh(script: String) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script]
+    }
+
+    #[test]
+    fn a_judge_that_never_reads_its_input_times_out_and_its_group_dies() {
+        let dir = tempfile::tempdir().expect("temp");
+        let pid = dir.path().join("pid");
+        // Far more than a pipe holds: a blocking write would hang here.
+        let input = vec![b'x'; 4 << 20];
+        let started = Instant::now();
+        let result = run_command(
+            &sh(format!(
+                "echo $$ > {}; sleep 100 & sleep 100",
+                pid.display()
+            )),
+            &input,
+            Duration::from_millis(300),
+        );
+        let took = started.elapsed();
+        assert!(result
+            .expect_err("timed out")
+            .contains("did not answer within"));
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+        assert!(
+            gone(group_of(&pid)),
+            "the judge's group is killed and reaped"
+        );
+    }
+
+    #[test]
+    fn a_judge_that_prints_without_end_is_cut_off() {
+        let dir = tempfile::tempdir().expect("temp");
+        let pid = dir.path().join("pid");
+        let started = Instant::now();
+        let result = run_command(
+            &sh(format!("echo $$ > {}; exec yes", pid.display())),
+            b"{}",
+            Duration::from_secs(10),
+        );
+        assert!(result.expect_err("cut off").contains("printed more than"));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(gone(group_of(&pid)));
+    }
+
+    #[test]
+    fn a_background_child_holding_stdout_neither_blocks_nor_outlives_the_judge() {
+        let dir = tempfile::tempdir().expect("temp");
+        let pid = dir.path().join("pid");
+        let started = Instant::now();
+        let result = run_command(
+            &sh(format!(
+                "cat >/dev/null; echo $$ > {}; sleep 100 & echo '{{\"verdict\":\"deny\"}}'",
+                pid.display()
+            )),
+            b"{}",
+            Duration::from_secs(10),
+        );
+        assert_eq!(result.as_deref(), Ok(&b"{\"verdict\":\"deny\"}\n"[..]));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(gone(group_of(&pid)), "the background child is killed");
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Running the authorizer chain at the node that adjudicates an ask.
 //!
-//! The chain never holds a thread per ask: a review for a configured judge
-//! is a job on a channel that a small worker pool runs, and a review for a
-//! judge attached through the mount waits in that judge's queue until it
-//! reads `next`. Either way the verdict comes back through
-//! [`Authority::link_verdict`], and the walk goes on from there.
+//! A review for a configured judge is a job on a channel; [`serve_reviews`]
+//! runs each on its own thread (at most [`MAX_RUNNING_REVIEWS`] at once),
+//! so a judge that hangs holds only its own review, and only until its
+//! timeout. A review for a judge attached through the mount waits in that
+//! judge's queue until it reads `next`, holding no thread. Either way the
+//! verdict comes back through [`Authority::link_verdict`], and the walk
+//! goes on from there.
 
 use super::ask::{AskId, DecidedBy, Hop, Outcome};
 use super::authority::{finish, lock, Authority, AuthorityError, State};
@@ -14,7 +16,8 @@ use crate::facts::intent::Family;
 use crate::policy::PermissionState;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// An ask going through a node's chain.
@@ -60,12 +63,70 @@ impl std::fmt::Debug for AttachedJudge {
     }
 }
 
-/// A review for a configured judge, for the worker pool.
+/// A review for a configured judge, for [`serve_reviews`].
 pub struct ReviewJob {
     pub review_id: String,
     pub link: String,
     pub spec: Arc<JudgeSpec>,
     pub payload: Value,
+    /// When the review defers anyway (set when it was queued): a judge
+    /// started late gets only what is left.
+    pub deadline: Instant,
+}
+
+/// Most command-judge reviews running at once (a thread and a process
+/// group each). Past it a review waits in the queue, still bounded by its
+/// own deadline (it defers when that passes).
+pub const MAX_RUNNING_REVIEWS: usize = 64;
+
+/// Runs reviews for configured judges until `stop`: each on a thread of
+/// its own, so one stuck judge never delays another judge's review (the
+/// old pool of two let two stuck judges starve every other review into
+/// `defer`). A thread per review is proportionate: each review starts a
+/// process anyway, and the thread ends with it, by the judge's timeout.
+pub fn serve_reviews(authority: Arc<Authority>, stop: Arc<AtomicBool>) {
+    let running = Arc::new((Mutex::new(0usize), Condvar::new()));
+    while !stop.load(Ordering::Relaxed) {
+        let Some(job) = authority.next_job(Duration::from_millis(100)) else {
+            continue;
+        };
+        {
+            let (count, freed) = &*running;
+            let mut count = count.lock().unwrap_or_else(|p| p.into_inner());
+            while *count >= MAX_RUNNING_REVIEWS && !stop.load(Ordering::Relaxed) {
+                count = freed
+                    .wait_timeout(count, Duration::from_millis(100))
+                    .map(|(guard, _)| guard)
+                    .unwrap_or_else(|p| p.into_inner().0);
+            }
+            *count += 1;
+        }
+        let slot = ReviewSlot(Arc::clone(&running));
+        let worker = Arc::clone(&authority);
+        let spawned = std::thread::Builder::new()
+            .name("permfs-judge".into())
+            .spawn(move || {
+                let _slot = slot;
+                worker.run_job(job);
+            });
+        if let Err(error) = spawned {
+            // The review defers when its deadline passes.
+            tracing::error!(%error, "cannot start a thread for a judge's review");
+        }
+    }
+}
+
+/// A running review's place under [`MAX_RUNNING_REVIEWS`], given back when
+/// its thread ends (also if it panicked).
+struct ReviewSlot(Arc<(Mutex<usize>, Condvar)>);
+
+impl Drop for ReviewSlot {
+    fn drop(&mut self) {
+        let (count, freed) = &*self.0;
+        let mut count = count.lock().unwrap_or_else(|p| p.into_inner());
+        *count = count.saturating_sub(1);
+        freed.notify_one();
+    }
 }
 
 /// Drops a finished review from any judge queue.
@@ -153,10 +214,11 @@ impl Authority {
                 }
                 continue;
             }
+            let deadline = Instant::now() + timeout;
             review.current = Some(CurrentLink {
                 review_id: review_id.clone(),
                 link: link.clone(),
-                deadline: Instant::now() + timeout,
+                deadline,
             });
             if attached {
                 if let Some(judge) = state.attached.get_mut(&link) {
@@ -170,6 +232,7 @@ impl Authority {
                     link,
                     spec: Arc::clone(spec),
                     payload,
+                    deadline,
                 };
                 if self.jobs.0.send(job).is_err() {
                     tracing::error!("the review queue is closed; the link defers");
@@ -226,10 +289,14 @@ impl Authority {
         if !is_current {
             return;
         }
-        let verdict = verdict.unwrap_or_else(|error| {
-            tracing::warn!(%link, %error, "authorizer link failed; counting it as defer");
-            LinkVerdict::Defer
-        });
+        // A failure is a `defer` that says why (in the hop and the answer).
+        let (verdict, failure) = match verdict {
+            Ok(verdict) => (verdict, None),
+            Err(error) => {
+                tracing::warn!(%link, %error, "authorizer link failed; counting it as defer");
+                (LinkVerdict::Defer, Some(error))
+            }
+        };
         let trusted: Vec<String> = review
             .trust
             .iter()
@@ -249,7 +316,7 @@ impl Authority {
         let decided_by = DecidedBy::Authorizer {
             name: link.to_string(),
             verdict: effective.name().to_string(),
-            reason: effective.reason().map(str::to_string),
+            reason: effective.reason().map(str::to_string).or(failure),
         };
         if let Some(ask) = state.asks.get_mut(&ask_id) {
             ask.hops.push(Hop {
@@ -309,9 +376,23 @@ impl Authority {
         self.jobs.1.recv_timeout(timeout).ok()
     }
 
-    /// Runs a job (on a worker thread) and records its verdict.
+    /// Runs a job (on its own thread) and records its verdict. A review
+    /// that is over (it timed out in the queue, or its ask ended) starts
+    /// no judge; a judge gets what is left of the review's time.
     pub fn run_job(&self, job: ReviewJob) {
-        let verdict = run_judge(&job.spec, &job.payload);
+        let waiting = {
+            let state = lock(&self.state);
+            state
+                .reviews
+                .get(ask_of(&job.review_id))
+                .and_then(|r| r.current.as_ref())
+                .is_some_and(|c| c.review_id == job.review_id && c.link == job.link)
+        };
+        let left = job.deadline.saturating_duration_since(Instant::now());
+        if !waiting || left.is_zero() {
+            return;
+        }
+        let verdict = run_judge(&job.spec, &job.payload, left);
         let mut state = lock(&self.state);
         self.on_verdict(&mut state, &job.review_id, &job.link, verdict);
     }

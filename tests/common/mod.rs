@@ -12,6 +12,8 @@ pub struct Daemon {
     pub child: Option<Child>,
     pub mountpoint: PathBuf,
     pub dir: tempfile::TempDir,
+    /// The daemon's state directory (its audit log).
+    pub state_dir: PathBuf,
 }
 
 pub fn is_mounted(path: &Path) -> bool {
@@ -28,16 +30,29 @@ impl Daemon {
     /// Starts `permfs mount` with `config` as the global config, in `cwd`
     /// (the root session's cwd; a fresh temp dir when `None`).
     pub fn start(config: &str, cwd: Option<&Path>) -> Self {
-        Self::start_full(config, cwd, "main")
+        Self::start_full(config, cwd, "main", None)
     }
 
     /// Starts a daemon whose config declares its own root session `root`.
     pub fn start_with_root(config: &str, root: &str) -> Self {
-        Self::start_full(config, None, root)
+        Self::start_full(config, None, root, None)
     }
 
-    fn start_full(config: &str, cwd: Option<&Path>, root: &str) -> Self {
+    /// Starts a daemon that keeps its state (the audit log) in `state_dir`.
+    pub fn start_with_state_dir(config: &str, state_dir: &Path) -> Self {
+        Self::start_full(config, None, "main", Some(state_dir))
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    fn start_full(config: &str, cwd: Option<&Path>, root: &str, state: Option<&Path>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        let state_dir = state
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir.path().join("state"));
         let mountpoint = dir.path().join("mnt");
         std::fs::create_dir(&mountpoint).expect("mount point");
         let config_path = dir.path().join("config.json");
@@ -50,7 +65,7 @@ impl Daemon {
             .arg("--config")
             .arg(&config_path)
             .arg("--state-dir")
-            .arg(dir.path().join("state"))
+            .arg(&state_dir)
             .current_dir(cwd.unwrap_or(&work))
             .env("PERMFS_LOG", "warn,fuser=error")
             .stdin(Stdio::null())
@@ -60,6 +75,7 @@ impl Daemon {
             child: Some(child),
             mountpoint,
             dir,
+            state_dir,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while !daemon.session(root).join("session.json").exists() {
@@ -71,7 +87,7 @@ impl Daemon {
 
     /// The daemon's audit log file (in its state directory).
     pub fn audit_file(&self) -> PathBuf {
-        self.dir.path().join("state").join("audit.log")
+        self.state_dir.join("audit.log")
     }
 
     /// A session directory by id (`main`, `main/worker`, …).
