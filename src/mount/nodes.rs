@@ -56,11 +56,39 @@ pub struct Inodes {
     inner: Mutex<InodeMaps>,
 }
 
-#[derive(Debug)]
+/// Inode numbers are drawn from a keyed hash of a counter, not counted
+/// up: a FUSE file handle is the node id plus a generation, so a process
+/// that may call `open_by_handle_at` (root or `CAP_DAC_READ_SEARCH` in a
+/// sandbox) could otherwise reach any session's files by guessing small
+/// numbers. 62 random bits cannot be guessed.
 struct InodeMaps {
     by_node: HashMap<Node, u64>,
     by_ino: HashMap<u64, (Node, u64)>,
-    next: u64,
+    counter: u64,
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl std::fmt::Debug for InodeMaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InodeMaps")
+            .field("nodes", &self.by_ino.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InodeMaps {
+    /// A fresh number: unpredictable, never 0 or 1 (the root), below the
+    /// stand-ins of [`Inodes::listed`] (bit 63), and not in use.
+    fn allocate(&mut self) -> u64 {
+        use std::hash::BuildHasher;
+        loop {
+            self.counter += 1;
+            let ino = self.keys.hash_one(self.counter) & ((1 << 62) - 1);
+            if ino > 1 && !self.by_ino.contains_key(&ino) {
+                return ino;
+            }
+        }
+    }
 }
 
 impl Default for Inodes {
@@ -68,7 +96,8 @@ impl Default for Inodes {
         let mut maps = InodeMaps {
             by_node: HashMap::new(),
             by_ino: HashMap::new(),
-            next: 2,
+            counter: 0,
+            keys: std::collections::hash_map::RandomState::new(),
         };
         maps.by_node.insert(Node::Root, 1);
         maps.by_ino.insert(1, (Node::Root, 1));
@@ -89,8 +118,7 @@ impl Inodes {
         if let Some(ino) = maps.by_node.get(node) {
             return *ino;
         }
-        let ino = maps.next;
-        maps.next += 1;
+        let ino = maps.allocate();
         maps.by_node.insert(node.clone(), ino);
         maps.by_ino.insert(ino, (node.clone(), 0));
         ino
@@ -141,5 +169,36 @@ impl Inodes {
 
     pub fn node(&self, ino: u64) -> Option<Node> {
         self.maps().by_ino.get(&ino).map(|(node, _)| node.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inode_numbers_cannot_be_guessed_from_one_another() {
+        let inodes = Inodes::default();
+        let numbers: Vec<u64> = (0..64)
+            .map(|i| inodes.ino(&Node::SessionDir(format!("s{i}"))))
+            .collect();
+        // Sequential numbers would all sit below 100; random 62-bit ones
+        // almost never come within 2^32 of each other or of zero.
+        assert!(
+            numbers.iter().all(|&n| n > 1 << 32 && n < 1 << 62),
+            "{numbers:?}"
+        );
+        let mut sorted = numbers.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted.windows(2).all(|w| w[1] - w[0] > 1 << 20),
+            "{sorted:?}"
+        );
+        assert_eq!(
+            inodes.ino(&Node::SessionDir("s3".into())),
+            numbers[3],
+            "stable"
+        );
+        assert_eq!(inodes.ino(&Node::Root), 1);
     }
 }
