@@ -289,8 +289,21 @@ impl PermFs {
 
     /// The daemon's own check of who may open or list `node`, behind the
     /// kernel's mode check: the same rule, with the exact uid and the
-    /// caller's namespace.
-    fn check_open(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
+    /// caller's namespace. The namespace can only raise a caller's
+    /// standing, so it is read (a procfs lookup) only when the uid alone
+    /// does not suffice: an asker opening its own files never pays for it.
+    fn check_open(&self, req: &Request, node: &Node) -> Result<(), Errno> {
+        let by_uid = Caller {
+            uid: req.uid(),
+            in_daemon_namespace: false,
+        };
+        match self.check_open_as(by_uid, node) {
+            Ok(()) => Ok(()),
+            Err(_) => self.check_open_as(self.caller(req), node),
+        }
+    }
+
+    fn check_open_as(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
         let standing = |s: &str| self.authority.standing(s, caller).ok_or(Errno::ENOENT);
         let allowed = match node {
             Node::OutboxDir(s) | Node::Request(s, _) | Node::Response(s, _) => {
@@ -654,7 +667,7 @@ impl Filesystem for PermFs {
             Ok(_) => return reply.error(Errno::ENOTDIR),
             Err(e) => return reply.error(e),
         };
-        if let Err(e) = self.check_open(self.caller(req), &node) {
+        if let Err(e) = self.check_open(req, &node) {
             return reply.error(e);
         }
         // The listing is taken once per open: reading it in chunks then
@@ -716,7 +729,7 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
-        if let Err(e) = self.check_open(self.caller(req), &node) {
+        if let Err(e) = self.check_open(req, &node) {
             return reply.error(e);
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -780,7 +793,7 @@ impl Filesystem for PermFs {
             Ok(_) => return reply.error(Errno::EACCES),
             Err(e) => return reply.error(e),
         };
-        if let Err(e) = self.check_open(self.caller(req), &Node::OutboxDir(session.clone())) {
+        if let Err(e) = self.check_open(req, &Node::OutboxDir(session.clone())) {
             return reply.error(e);
         }
         let Some(rid) = name.strip_suffix(".request") else {
@@ -917,7 +930,9 @@ impl Filesystem for PermFs {
                 Err(e) => return reply.error(e),
             },
         };
-        let caller = self.caller(req);
+        // Read only by the calls that decide or spawn (a request's bytes
+        // go to the draft its creator opened).
+        let caller = || self.caller(req);
         let text = || String::from_utf8_lossy(data).into_owned();
         let result = match &node {
             Node::Request(..) => {
@@ -943,9 +958,9 @@ impl Filesystem for PermFs {
                     )),
                 }
             }
-            Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller, &text()),
-            Node::Ctl(session) => self.control(session, caller, &text()),
-            Node::Query(session) => match self.check_open(caller, &node) {
+            Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller(), &text()),
+            Node::Ctl(session) => self.control(session, caller(), &text()),
+            Node::Query(session) => match self.check_open(req, &node) {
                 Err(e) => return reply.error(e),
                 Ok(()) => self.authority.query(session, &text()).and_then(|bytes| {
                     let mut queries = self
@@ -962,7 +977,7 @@ impl Filesystem for PermFs {
                     Ok(())
                 }),
             },
-            Node::JudgeVerdict(_) if !self.is_operator(caller) => {
+            Node::JudgeVerdict(_) if !self.is_operator(caller()) => {
                 return reply.error(Errno::EACCES)
             }
             Node::JudgeVerdict(name) => self.authority.judge_verdict(name, req.uid(), &text()),
@@ -1065,7 +1080,7 @@ impl Filesystem for PermFs {
         };
         let result = match self.node(parent) {
             Ok(Node::OutboxDir(s)) => {
-                if let Err(e) = self.check_open(self.caller(req), &Node::OutboxDir(s.clone())) {
+                if let Err(e) = self.check_open(req, &Node::OutboxDir(s.clone())) {
                     return reply.error(e);
                 }
                 let rid = name
