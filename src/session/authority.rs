@@ -448,6 +448,13 @@ impl Authority {
         name: &str,
         caller: Caller,
     ) -> Result<(), AuthorityError> {
+        // A name is one path component: `end a/b` must not reach a
+        // grandchild by building its id.
+        if !is_valid_name(name) {
+            return Err(AuthorityError::Invalid(format!(
+                "{name:?} is not a child's name"
+            )));
+        }
         match self.standing(parent, caller) {
             None => Err(AuthorityError::NotFound(format!("no session {parent:?}"))),
             Some(standing) if !standing.may_control() => Err(AuthorityError::PermissionDenied(
