@@ -34,7 +34,10 @@ const STRUCTURE_TTL: Duration = Duration::from_secs(1);
 
 fn ttl(node: &Node) -> Duration {
     match node {
-        Node::InboxItem(..)
+        // An exchange is forgotten at close; a cached name would make the
+        // next `O_CREAT|O_EXCL` of the same name fail in the kernel.
+        Node::Exchange(..)
+        | Node::InboxItem(..)
         | Node::Grant(..)
         | Node::JudgeDir(_)
         | Node::JudgeNext(_)
@@ -62,7 +65,7 @@ struct QueryAnswer {
     read_base: Option<u64>,
 }
 
-/// A request file being written.
+/// A request being written: a `<rid>.request` file, or an exchange.
 #[derive(Debug)]
 struct Draft {
     session: String,
@@ -71,6 +74,19 @@ struct Draft {
     submitted: bool,
     /// A write went past the size limit: the request is refused whole.
     oversized: bool,
+    /// The one-descriptor form: asked at the first read, forgotten at close.
+    exchange: bool,
+}
+
+/// What made a draft's request go in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Submit {
+    /// `close(2)` of a request file (a `FLUSH`): not when still empty.
+    Flush,
+    /// The last close of a request file: whatever there is.
+    Release,
+    /// The first read of an exchange.
+    Read,
 }
 
 pub struct PermFs {
@@ -83,6 +99,9 @@ pub struct PermFs {
     drafts: Mutex<HashMap<u64, Draft>>,
     /// Open response handles opened with O_NONBLOCK.
     nonblocking: Mutex<HashMap<u64, bool>>,
+    /// Where an exchange's first read started: its answer is read from
+    /// there (the file offset is past the request just written).
+    exchange_base: Mutex<HashMap<u64, u64>>,
     /// The answer a response handle has served, so the reader can finish
     /// reading it even after its session ended.
     served: Arc<Mutex<HashMap<u64, Arc<Response>>>>,
@@ -134,6 +153,7 @@ impl PermFs {
             next_fh: AtomicU64::new(1),
             drafts: Mutex::new(HashMap::new()),
             nonblocking: Mutex::new(HashMap::new()),
+            exchange_base: Mutex::new(HashMap::new()),
             served: Arc::new(Mutex::new(HashMap::new())),
             judge_payloads: Arc::new(Mutex::new(HashMap::new())),
             leases: Mutex::new(HashMap::new()),
@@ -169,7 +189,7 @@ impl PermFs {
             | Node::InboxDir(s)
             | Node::GrantsDir(s)
             | Node::ChildrenDir(s) => self.session_exists(s),
-            Node::Request(s, r) | Node::Response(s, r) => {
+            Node::Request(s, r) | Node::Response(s, r) | Node::Exchange(s, r) => {
                 self.authority.outbox_contains(s, r) || self.draft_exists(s, r)
             }
             Node::InboxItem(s, a) => self.authority.is_pending_at(s, a),
@@ -241,6 +261,7 @@ impl PermFs {
             | Node::OutboxDir(s)
             | Node::Request(s, _)
             | Node::Response(s, _)
+            | Node::Exchange(s, _)
             | Node::InboxDir(s)
             | Node::InboxItem(s, _)
             | Node::GrantsDir(s)
@@ -264,7 +285,7 @@ impl PermFs {
             Node::SessionDir(_) => (asker, 0o755),
             Node::SessionJson(_) | Node::RulesJson(_) => (asker, 0o444),
             Node::Ctl(_) => (asker, 0o220),
-            Node::Query(_) | Node::Request(..) => (asker, 0o660),
+            Node::Query(_) | Node::Request(..) | Node::Exchange(..) => (asker, 0o660),
             Node::Response(..) => (asker, 0o440),
             Node::OutboxDir(_) => (asker, 0o770),
             Node::ChildrenDir(_) => (asker, 0o775),
@@ -306,9 +327,10 @@ impl PermFs {
     fn check_open_as(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
         let standing = |s: &str| self.authority.standing(s, caller).ok_or(Errno::ENOENT);
         let allowed = match node {
-            Node::OutboxDir(s) | Node::Request(s, _) | Node::Response(s, _) => {
-                standing(s)?.may_ask()
-            }
+            Node::OutboxDir(s)
+            | Node::Request(s, _)
+            | Node::Response(s, _)
+            | Node::Exchange(s, _) => standing(s)?.may_ask(),
             Node::Ctl(s) | Node::Query(s) => standing(s)?.may_control(),
             Node::InboxDir(s) | Node::InboxItem(s, _) | Node::Events(s) => {
                 standing(s)?.may_decide()
@@ -504,16 +526,23 @@ impl PermFs {
         }
     }
 
-    /// Submits a written request. On `flush` an empty draft is left alone:
-    /// a shell's `>` closes a duplicate descriptor before the data arrives;
-    /// the final `release` submits whatever there is.
-    fn submit_draft(&self, fh: u64, final_close: bool) -> Result<(), Errno> {
+    /// Submits a written request. A request file goes in at `close`, but
+    /// an empty `flush` is left alone (a shell's `>` closes a duplicate
+    /// descriptor before the data arrives) and the last `release` submits
+    /// whatever there is. An exchange goes in at its first read only: one
+    /// closed without being read asked nothing.
+    fn submit_draft(&self, fh: u64, trigger: Submit) -> Result<(), Errno> {
         let (session, rid, data, oversized) = {
             let mut drafts = self.drafts.lock().map_err(|_| Errno::EIO)?;
             let Some(draft) = drafts.get_mut(&fh) else {
                 return Ok(());
             };
-            if draft.submitted || (draft.data.is_empty() && !draft.oversized && !final_close) {
+            let now = match (draft.exchange, trigger) {
+                (true, Submit::Read) | (false, Submit::Release) => true,
+                (false, Submit::Flush) => !draft.data.is_empty() || draft.oversized,
+                (true, _) | (false, Submit::Read) => false,
+            };
+            if draft.submitted || !now {
                 return Ok(());
             }
             draft.submitted = true;
@@ -542,6 +571,57 @@ impl PermFs {
                 tracing::warn!(%session, %rid, %error, "request refused");
                 Err(errno(&error))
             }
+        }
+    }
+
+    /// Reads the answer to `session`'s ask `rid` from `offset` (relative
+    /// to the answer), waiting for it unless the handle is non-blocking.
+    /// The answer is kept for the handle, so it can be read to the end
+    /// even after the ask is forgotten.
+    #[allow(clippy::too_many_arguments)]
+    fn read_answer(
+        &self,
+        req: &Request,
+        fh: u64,
+        session: &str,
+        rid: &str,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+    ) {
+        let Some(ask) = self.authority.ask_for(session, rid) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let nonblocking = self
+            .nonblocking
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh).copied())
+            .unwrap_or(false);
+        if let Some(response) = self.authority.response(&ask) {
+            if let Ok(mut served) = self.served.lock() {
+                served.insert(fh, Arc::clone(&response));
+            }
+            return reply.data(slice(response.to_json(), offset, size));
+        }
+        if nonblocking {
+            return reply.error(Errno::EAGAIN);
+        }
+        let read = ParkedRead::park(&self.parked, ask.clone(), req.pid(), reply);
+        let delivery = read.clone();
+        let served = Arc::clone(&self.served);
+        let waiter = Box::new(move |response: Arc<Response>| {
+            if let Ok(mut served) = served.lock() {
+                served.insert(fh, Arc::clone(&response));
+            }
+            delivery.answer(slice(response.to_json(), offset, size));
+        });
+        match self.authority.wait(&ask, waiter) {
+            Ok(None) => {}
+            Ok(Some(response)) => {
+                read.answer(slice(response.to_json(), offset, size));
+            }
+            Err(error) => read.fail(errno(&error)),
         }
     }
 
@@ -773,7 +853,7 @@ impl Filesystem for PermFs {
         name: &OsStr,
         _mode: u32,
         _umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let Some(name) = name.to_str() else {
@@ -796,8 +876,12 @@ impl Filesystem for PermFs {
         if let Err(e) = self.check_open(req, &Node::OutboxDir(session.clone())) {
             return reply.error(e);
         }
-        let Some(rid) = name.strip_suffix(".request") else {
-            return reply.error(Errno::EINVAL);
+        // `<rid>.request` is the two-file ask; a name with no suffix is an
+        // exchange (the one-descriptor ask).
+        let (rid, exchange) = match name.strip_suffix(".request") {
+            Some(rid) => (rid, false),
+            None if name.ends_with(".response") => return reply.error(Errno::EINVAL),
+            None => (name, true),
         };
         if !crate::session::tree::is_valid_name(rid) {
             return reply.error(Errno::EINVAL);
@@ -815,10 +899,20 @@ impl Filesystem for PermFs {
                     data: Vec::new(),
                     submitted: false,
                     oversized: false,
+                    exchange,
                 },
             );
         }
-        let node = Node::Request(session, rid.to_string());
+        if exchange {
+            if let Ok(mut map) = self.nonblocking.lock() {
+                map.insert(fh, flags & libc::O_NONBLOCK != 0);
+            }
+        }
+        let node = if exchange {
+            Node::Exchange(session, rid.to_string())
+        } else {
+            Node::Request(session, rid.to_string())
+        };
         reply.created(
             &ttl(&node),
             &self.entry_attr(&node),
@@ -839,8 +933,15 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // An exchange's answer is read from where its first read started.
+        let base = self
+            .exchange_base
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh.0).copied());
+        let relative = offset.saturating_sub(base.unwrap_or(0));
         if let Some(response) = self.served.lock().ok().and_then(|m| m.get(&fh.0).cloned()) {
-            return reply.data(slice(response.to_json(), offset, size));
+            return reply.data(slice(response.to_json(), relative, size));
         }
         let node = match self.node(ino) {
             Ok(node) => node,
@@ -864,43 +965,26 @@ impl Filesystem for PermFs {
                 None => reply.data(slice(QUERY_HELP, offset, size)),
             };
         }
-        if let Node::Response(session, rid) = &node {
-            let Some(ask) = self.authority.ask_for(session, rid) else {
-                return reply.error(Errno::ENOENT);
+        if let Node::Exchange(session, rid) = &node {
+            let relative = match base {
+                Some(_) => relative,
+                None => {
+                    if let Ok(mut map) = self.exchange_base.lock() {
+                        map.insert(fh.0, offset);
+                    }
+                    0
+                }
             };
-            let nonblocking = self
-                .nonblocking
-                .lock()
-                .ok()
-                .and_then(|m| m.get(&fh.0).copied())
-                .unwrap_or(false);
-            if let Some(response) = self.authority.response(&ask) {
-                if let Ok(mut served) = self.served.lock() {
-                    served.insert(fh.0, Arc::clone(&response));
-                }
-                return reply.data(slice(response.to_json(), offset, size));
+            // The first read asks. An invalid request still has an answer
+            // (outcome "invalid", with the reason): the read returns it.
+            match self.submit_draft(fh.0, Submit::Read) {
+                Ok(()) | Err(Errno::EINVAL) | Err(Errno::EFBIG) => {}
+                Err(e) => return reply.error(e),
             }
-            if nonblocking {
-                return reply.error(Errno::EAGAIN);
-            }
-            let read = ParkedRead::park(&self.parked, ask.clone(), req.pid(), reply);
-            let delivery = read.clone();
-            let served = Arc::clone(&self.served);
-            let handle = fh.0;
-            let waiter = Box::new(move |response: Arc<Response>| {
-                if let Ok(mut served) = served.lock() {
-                    served.insert(handle, Arc::clone(&response));
-                }
-                delivery.answer(slice(response.to_json(), offset, size));
-            });
-            match self.authority.wait(&ask, waiter) {
-                Ok(None) => {}
-                Ok(Some(response)) => {
-                    read.answer(slice(response.to_json(), offset, size));
-                }
-                Err(error) => read.fail(errno(&error)),
-            }
-            return;
+            return self.read_answer(req, fh.0, session, rid, relative, size, reply);
+        }
+        if let Node::Response(session, rid) = &node {
+            return self.read_answer(req, fh.0, session, rid, offset, size, reply);
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),
@@ -935,7 +1019,7 @@ impl Filesystem for PermFs {
         let caller = || self.caller(req);
         let text = || String::from_utf8_lossy(data).into_owned();
         let result = match &node {
-            Node::Request(..) => {
+            Node::Request(..) | Node::Exchange(..) => {
                 let Ok(mut drafts) = self.drafts.lock() else {
                     return reply.error(Errno::EIO);
                 };
@@ -1000,7 +1084,7 @@ impl Filesystem for PermFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.submit_draft(fh.0, false) {
+        match self.submit_draft(fh.0, Submit::Flush) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -1016,9 +1100,15 @@ impl Filesystem for PermFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _ = self.submit_draft(fh.0, true);
-        if let Ok(mut drafts) = self.drafts.lock() {
-            drafts.remove(&fh.0);
+        let _ = self.submit_draft(fh.0, Submit::Release);
+        let draft = self.drafts.lock().ok().and_then(|mut d| d.remove(&fh.0));
+        if let Some(draft) = draft.filter(|d| d.exchange && d.submitted) {
+            // Closing an exchange forgets its ask: an answered one is
+            // dropped, a pending one is withdrawn (`cancelled`).
+            let _ = self.authority.withdraw(&draft.session, &draft.rid);
+        }
+        if let Ok(mut map) = self.exchange_base.lock() {
+            map.remove(&fh.0);
         }
         if let Ok(mut map) = self.nonblocking.lock() {
             map.remove(&fh.0);
@@ -1182,8 +1272,14 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
-        let Node::Response(session, rid) = node else {
-            return reply.poll(PollEvents::POLLIN | PollEvents::POLLOUT);
+        let (session, rid) = match node {
+            Node::Response(session, rid) => (session, rid),
+            // An exchange not yet read has no ask: it can be written.
+            Node::Exchange(session, rid) if self.authority.ask_for(&session, &rid).is_some() => {
+                (session, rid)
+            }
+            Node::Exchange(..) => return reply.poll(PollEvents::POLLOUT),
+            _ => return reply.poll(PollEvents::POLLIN | PollEvents::POLLOUT),
         };
         let Some(ask) = self.authority.ask_for(&session, &rid) else {
             return reply.error(Errno::ENOENT);

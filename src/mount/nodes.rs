@@ -19,6 +19,9 @@ pub enum Node {
     OutboxDir(String),
     Request(String, String),
     Response(String, String),
+    /// `outbox/<rid>` with no suffix: the one-descriptor ask, written and
+    /// read through the descriptor that created it.
+    Exchange(String, String),
     InboxDir(String),
     InboxItem(String, String),
     GrantsDir(String),
