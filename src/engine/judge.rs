@@ -8,7 +8,10 @@
 //! rule matched, and a bare directional family is the stricter of its two
 //! directions (a tie goes to `_read`).
 
-use crate::facts::bash::{is_trivially_empty, split_command, UNPARSEABLE_COMMAND};
+use crate::facts::bash::{
+    enumerate, is_trivially_empty, strip_leading_comments, UnitRole, UNPARSEABLE_COMMAND,
+    UNPARSED_SUBTREE,
+};
 use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
 use crate::facts::request::FactSet;
 use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
@@ -43,6 +46,9 @@ pub struct SurfaceCheck {
     /// The sentinel of a floor that turned `allow` into `ask`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<String>,
+    /// The bash word a path check was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub word: Option<String>,
 }
 
 /// The verdict on a whole fact set.
@@ -118,6 +124,28 @@ fn check_intent(
     intent: &AccessIntent,
 ) -> Result<SurfaceCheck, CompileError> {
     let surface = intent.surface.as_str();
+    if intent.bare_word {
+        let word = intent.word.as_deref().unwrap_or_default();
+        if !bare_word_promoted(stack, word)? {
+            // Not a path as far as this node's rules go: not judged.
+            let mut check = from_verdict(
+                intent,
+                surface,
+                RuleVerdict {
+                    rule: crate::policy::Rule::new(
+                        surface,
+                        "*",
+                        PermissionState::Allow,
+                        Origin::Builtin,
+                    )
+                    .with_layer(RuleLayer::Default),
+                    matched_value: word.to_string(),
+                },
+            );
+            check.counted = false;
+            return Ok(check);
+        }
+    }
     let mut check = if surface == "bash" {
         check_bash(stack, intent)?
     } else if let Some(directions) = directions_of(surface) {
@@ -174,6 +202,7 @@ fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict)
         reason: verdict.rule.reason,
         command: None,
         floor: None,
+        word: intent.word.clone(),
     }
 }
 
@@ -187,25 +216,24 @@ fn apply_floor(check: &mut SurfaceCheck, floor: &str) {
     }
 }
 
-/// `bash`: every command of the line is judged; the most restrictive unit
-/// answers (the first one on a tie). Wrappers and unparsed syntax floor.
+/// `bash`: the most restrictive of every command the line runs (see
+/// [`crate::facts::bash::enumerate`] for how each unit counts), the whole
+/// line where a specific rule names it, and a floor for a line the grammar
+/// could not fully read. A line with content but no command asks.
 fn check_bash(
     stack: &[&CompiledRules],
     intent: &AccessIntent,
 ) -> Result<SurfaceCheck, CompileError> {
     let command = intent.match_values.first().cloned().unwrap_or_default();
-    let whole = |stack: &[&CompiledRules]| -> Result<SurfaceCheck, CompileError> {
-        let mut check = from_verdict(
-            intent,
-            "bash",
-            evaluate_first(stack, "bash", std::slice::from_ref(&command))?,
-        );
-        check.command = Some(command.clone());
+    let evaluate = |text: &str| -> Result<SurfaceCheck, CompileError> {
+        let value = [text.to_string()];
+        let mut check = from_verdict(intent, "bash", evaluate_first(stack, "bash", &value)?);
+        check.command = Some(text.to_string());
         Ok(check)
     };
-    let units = split_command(&command);
-    if units.is_empty() {
-        let mut check = whole(stack)?;
+    let enumeration = enumerate(&command);
+    if enumeration.has_no_command() {
+        let mut check = evaluate(&command)?;
         if is_trivially_empty(&command) || check.state == PermissionState::Deny {
             return Ok(check);
         }
@@ -215,24 +243,81 @@ fn check_bash(
         return Ok(check);
     }
     let mut best: Option<SurfaceCheck> = None;
-    for unit in units {
-        let mut check = from_verdict(
-            intent,
-            "bash",
-            evaluate_first(stack, "bash", std::slice::from_ref(&unit.text))?,
-        );
-        check.command = Some(unit.text.clone());
-        if let Some(floor) = unit.floor {
-            apply_floor(&mut check, floor);
-        }
+    let mut consider = |check: SurfaceCheck| {
         if best.as_ref().is_none_or(|b| check.state > b.state) {
             best = Some(check);
         }
+    };
+    // The reference's units first, so a tie names what the reference names.
+    for unit in enumeration
+        .units
+        .iter()
+        .filter(|u| u.role == UnitRole::Full)
+    {
+        let mut check = evaluate(&unit.text)?;
+        if let Some(floor) = unit.floor {
+            apply_floor(&mut check, floor);
+        }
+        consider(check);
+    }
+    for unit in enumeration
+        .units
+        .iter()
+        .filter(|u| u.role != UnitRole::Full)
+    {
+        let check = evaluate(&unit.text)?;
+        let counts = match unit.role {
+            UnitRole::Specific => is_specific(&check),
+            _ => check.state == PermissionState::Deny,
+        };
+        if counts {
+            consider(check);
+        }
+    }
+    let line = strip_leading_comments(&command);
+    if !line.is_empty() && !enumeration.units.iter().any(|u| u.text == line) {
+        let check = evaluate(line)?;
+        if is_specific(&check) {
+            consider(check);
+        }
+    }
+    if enumeration.unparsed {
+        // Part of the line was not understood: no rule may allow it alone.
+        let mut check = evaluate(&command)?;
+        apply_floor(&mut check, UNPARSED_SUBTREE);
+        consider(check);
     }
     match best {
         Some(check) => Ok(check),
-        None => whole(stack),
+        None => evaluate(&command),
     }
+}
+
+/// A verdict a rule written for this text gave: a config or session rule
+/// other than the catch-all `*`. Supplementary views of a line (the whole
+/// line, a statement with its redirects) count only then, so the catch-all
+/// never judges more text than the reference does.
+fn is_specific(check: &SurfaceCheck) -> bool {
+    check.floor.is_none() && check.matched_pattern.as_deref().is_some_and(|p| p != "*")
+}
+
+/// Whether a bare bash word is named by a specific `path` deny or ask rule
+/// of the config (never a grant, never `*`), the reference's promotion test.
+fn bare_word_promoted(stack: &[&CompiledRules], word: &str) -> Result<bool, CompileError> {
+    for list in stack {
+        for surface in ["path_read", "path_write"] {
+            for index in list.all_matches(surface, word)? {
+                let rule = list.rule(index);
+                if rule.layer == RuleLayer::Config
+                    && rule.pattern != "*"
+                    && rule.action != PermissionState::Allow
+                {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -298,7 +383,7 @@ mod tests {
         assert_eq!(verdict.state, PermissionState::Ask);
         assert_eq!(
             verdict.checks[0].matched_pattern.as_deref(),
-            Some("<unparseable-bash-command>")
+            Some("<unparsed-bash-subtree>")
         );
         assert_eq!(
             bash(&config, "# only a comment").state,

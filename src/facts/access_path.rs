@@ -35,6 +35,13 @@ pub fn clean_literal(value: &str, home: &str) -> String {
 impl AccessPath {
     /// `cwd` must be absolute.
     pub fn for_path(value: &str, cwd: &str, home: &str) -> Self {
+        Self::for_path_in(value, cwd, cwd, home)
+    }
+
+    /// A path typed where the working directory was `base` (a bash word
+    /// after `cd`), its cwd-relative alias still taken against the
+    /// session's `cwd`. Both must be absolute.
+    pub fn for_path_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let literal = clean_literal(value, home);
         if literal.is_empty() {
             return Self {
@@ -42,7 +49,7 @@ impl AccessPath {
                 boundary: String::new(),
             };
         }
-        let absolute = resolve(cwd, &literal);
+        let absolute = resolve(base, &literal);
         let boundary = canonicalize_lenient(&absolute);
         let mut aliases: Vec<String> = Vec::with_capacity(4);
         if literal == "*" {
@@ -68,6 +75,20 @@ impl AccessPath {
         Self {
             match_values,
             boundary,
+        }
+    }
+
+    /// Only the literal, for a word whose directory is unknown (after a
+    /// computed `cd`): no absolute alias that could match a rule by
+    /// accident, and no boundary.
+    pub fn for_literal(literal: &str) -> Self {
+        Self {
+            match_values: if literal.is_empty() {
+                Vec::new()
+            } else {
+                vec![literal.to_string()]
+            },
+            boundary: String::new(),
         }
     }
 

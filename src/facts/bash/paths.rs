@@ -1,0 +1,599 @@
+//! The paths a bash line names, for the reference's two bash path gates:
+//! `path` (every path-shaped word and redirect target, plus bare words a
+//! specific path rule names) and `external_directory` (words that are
+//! absolute, start with `~/` or contain `..` and resolve outside the cwd).
+//!
+//! The walk follows the reference's `BashPathResolver`: the working
+//! directory starts at the session's cwd and folds each literal `cd` run in
+//! the current shell (`cd a && cat b` reads `a/b`); a `cd` in a pipeline
+//! stage, a backgrounded command or a subshell does not leak; a `cd` whose
+//! target is not a literal makes the directory unknown, after which a
+//! relative word keeps only its literal spelling (so no absolute rule can
+//! match by accident) and counts as outside the tree.
+
+use super::enumerate::word_value;
+use super::parse::{children, parse, text};
+use crate::facts::access_path::clean_literal;
+use crate::facts::access_path::{is_outside, AccessPath, SAFE_SYSTEM_PATHS};
+use crate::facts::path_text::{join, resolve};
+use regex::Regex;
+use std::sync::LazyLock;
+use tree_sitter::Node;
+
+const MAX_DEPTH: usize = 256;
+
+/// The working directory in force where a word appears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Base {
+    /// Joined with the cwd when resolved; `""` is the cwd itself, an
+    /// absolute offset (after `cd /abs`) ignores it.
+    Known(String),
+    /// After a `cd` whose target is not a literal.
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct Word {
+    token: String,
+    base: Base,
+}
+
+/// A path-rule candidate: the word as typed and its alias set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleWord {
+    pub token: String,
+    pub path: AccessPath,
+    /// A bare word (`id_rsa`): counts only where a specific `path` deny or
+    /// ask rule names the word itself (the reference's promotion, #509).
+    pub bare: bool,
+}
+
+/// What the two bash path gates judge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BashPaths {
+    /// Words resolving outside the cwd, deduplicated by canonical form.
+    pub external: Vec<(String, AccessPath)>,
+    pub rule_words: Vec<RuleWord>,
+}
+
+/// Reads the path words of `command` as the session at `cwd` sees them.
+/// `None` when the line cannot be parsed (the command gate then floors).
+pub fn bash_paths(command: &str, cwd: &str, canonical_cwd: &str, home: &str) -> Option<BashPaths> {
+    let tree = parse(command)?;
+    let mut walker = Walker {
+        source: command,
+        words: Vec::new(),
+    };
+    walker.walk(tree.root_node(), Base::Known(String::new()), 0);
+    Some(project(&walker.words, cwd, canonical_cwd, home))
+}
+
+fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPaths {
+    let mut out = BashPaths::default();
+    let mut seen_external: Vec<String> = Vec::new();
+    let mut seen_rule: Vec<Vec<String>> = Vec::new();
+    for word in words {
+        let token = word.token.as_str();
+        if reject_non_path_token(token) {
+            continue;
+        }
+        let relative = !token.starts_with('/') && !token.starts_with('~');
+        let resolve_base = match &word.base {
+            Base::Known(offset) => Some(resolve(cwd, offset)),
+            Base::Unknown => None,
+        };
+        if is_external_candidate(token) {
+            let path = match &resolve_base {
+                Some(base) => AccessPath::for_path_in(token, base, cwd, home),
+                None => AccessPath::for_path(token, cwd, home),
+            };
+            let external = if resolve_base.is_none() && relative {
+                // Could resolve anywhere: outside unless it is a device.
+                !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&path.boundary.as_str())
+            } else {
+                is_outside(&path.boundary, canonical_cwd)
+            };
+            if external && !seen_external.contains(&path.boundary) {
+                seen_external.push(path.boundary.clone());
+                out.external.push((token.to_string(), path));
+            }
+        }
+        let bare = !is_rule_candidate(token);
+        let path = match &resolve_base {
+            None if relative => AccessPath::for_literal(&clean_literal(token, home)),
+            None => AccessPath::for_path(token, cwd, home),
+            Some(base) => AccessPath::for_path_in(token, base, cwd, home),
+        };
+        if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
+            continue;
+        }
+        seen_rule.push(path.match_values.clone());
+        out.rule_words.push(RuleWord {
+            token: token.to_string(),
+            path,
+            bare,
+        });
+    }
+    out
+}
+
+static URL: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"(?i)^[a-z][a-z0-9+.-]*://").ok());
+static REGEX_META: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\.\*|\.\+|\\\||\\\(|\\\)|\[.*?\]|\^/").ok());
+static WINDOWS_DRIVE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"^[a-zA-Z]:[/\\]").ok());
+
+fn matches(regex: &LazyLock<Option<Regex>>, token: &str) -> bool {
+    // A pattern that did not compile (it always does) rejects nothing and
+    // accepts nothing: the token stays a candidate, the stricter outcome.
+    regex.as_ref().is_some_and(|r| r.is_match(token))
+}
+
+/// Words that are never paths: flags, assignments, URLs, `@scope/pkg`,
+/// regular expressions (the reference's shared rejection).
+fn reject_non_path_token(token: &str) -> bool {
+    if token.is_empty() || token.starts_with('-') {
+        return true;
+    }
+    if let Some(eq) = token.find('=') {
+        if token.find('/').is_none_or(|slash| eq < slash) {
+            return true;
+        }
+    }
+    if matches(&URL, token) {
+        return true;
+    }
+    if token.starts_with('@') && !token.starts_with("@/") {
+        return true;
+    }
+    matches(&REGEX_META, token)
+}
+
+/// The external-directory shapes: absolute, `~/`, `..`, a drive path.
+fn is_external_candidate(token: &str) -> bool {
+    token.starts_with('/')
+        || token.starts_with("~/")
+        || token.contains("..")
+        || matches(&WINDOWS_DRIVE, token)
+}
+
+/// The path-rule shapes: those, dot-files, anything with a `/`.
+fn is_rule_candidate(token: &str) -> bool {
+    token.starts_with('.')
+        || token.contains('/')
+        || token.contains("..")
+        || matches(&WINDOWS_DRIVE, token)
+}
+
+struct Walker<'s> {
+    source: &'s str,
+    words: Vec<Word>,
+}
+
+fn skip_subtree(kind: &str) -> bool {
+    matches!(kind, "heredoc_body" | "heredoc_end" | "comment")
+}
+
+fn is_arg(kind: &str) -> bool {
+    matches!(kind, "word" | "concatenation" | "string" | "raw_string")
+}
+
+impl<'s> Walker<'s> {
+    fn tag(&mut self, tokens: Vec<String>, base: &Base) {
+        for token in tokens {
+            self.words.push(Word {
+                token,
+                base: base.clone(),
+            });
+        }
+    }
+
+    /// Collects a node's words tagged with `base`; returns the base in force
+    /// after it.
+    fn walk(&mut self, node: Node<'_>, base: Base, depth: usize) -> Base {
+        if depth > MAX_DEPTH {
+            return Base::Unknown;
+        }
+        match node.kind() {
+            "program" | "list" | "redirected_statement" | "compound_statement" => {
+                self.sequence(node, base, depth + 1)
+            }
+            "command" => {
+                let tokens = self.command_tokens(node, depth + 1);
+                self.tag(tokens, &base);
+                self.fold_cd(node, base)
+            }
+            "pipeline" => self.pipeline(node, base, depth + 1),
+            "subshell" => {
+                self.sequence(node, base.clone(), depth + 1);
+                base
+            }
+            _ => {
+                let tokens = self.subtree_tokens(node, depth + 1);
+                self.tag(tokens, &base);
+                base
+            }
+        }
+    }
+
+    fn sequence(&mut self, node: Node<'_>, base: Base, depth: usize) -> Base {
+        let parts = children(&node);
+        let mut current = base;
+        for (index, child) in parts.iter().enumerate() {
+            if !child.is_named() || skip_subtree(child.kind()) {
+                continue;
+            }
+            let after = self.walk(*child, current.clone(), depth + 1);
+            let backgrounded = parts
+                .get(index + 1)
+                .is_some_and(|next| !next.is_named() && next.kind() == "&");
+            if !backgrounded {
+                current = after;
+            }
+        }
+        current
+    }
+
+    fn pipeline(&mut self, node: Node<'_>, base: Base, depth: usize) -> Base {
+        let mut current = base;
+        let mut first = true;
+        for child in children(&node) {
+            if !child.is_named() || skip_subtree(child.kind()) {
+                continue;
+            }
+            if first {
+                current = self.first_stage(child, current, depth + 1);
+                first = false;
+            } else {
+                let tokens = self.subtree_tokens(child, depth + 1);
+                self.tag(tokens, &current);
+            }
+        }
+        current
+    }
+
+    /// tree-sitter-bash groups `cd a && x 2>&1 | tail` as `(cd a && x
+    /// 2>&1) | tail`; the leading current-shell commands still fold.
+    fn first_stage(&mut self, node: Node<'_>, base: Base, depth: usize) -> Base {
+        if depth > MAX_DEPTH {
+            return Base::Unknown;
+        }
+        match node.kind() {
+            "list" => {
+                let named: Vec<Node<'_>> = children(&node)
+                    .into_iter()
+                    .filter(|c| c.is_named() && !skip_subtree(c.kind()))
+                    .collect();
+                let mut current = base;
+                for (index, child) in named.iter().enumerate() {
+                    if index + 1 < named.len() {
+                        current = self.walk(*child, current, depth + 1);
+                    } else {
+                        let tokens = self.subtree_tokens(*child, depth + 1);
+                        self.tag(tokens, &current);
+                    }
+                }
+                current
+            }
+            "redirected_statement" => {
+                let mut current = base;
+                for child in children(&node) {
+                    if !child.is_named() {
+                        continue;
+                    }
+                    if child.kind() == "file_redirect" {
+                        let tokens = self.redirect_tokens(child);
+                        self.tag(tokens, &current);
+                        continue;
+                    }
+                    current = self.first_stage(child, current, depth + 1);
+                }
+                current
+            }
+            _ => {
+                let tokens = self.subtree_tokens(node, depth + 1);
+                self.tag(tokens, &base);
+                base
+            }
+        }
+    }
+
+    fn fold_cd(&self, node: Node<'_>, base: Base) -> Base {
+        if command_name(node, self.source).as_deref() != Some("cd") {
+            return base;
+        }
+        let Some(target) = self.cd_target(node) else {
+            return Base::Unknown;
+        };
+        if target.starts_with('/') {
+            return Base::Known(target);
+        }
+        match base {
+            Base::Unknown => Base::Unknown,
+            Base::Known(offset) => Base::Known(join(&offset, &target)),
+        }
+    }
+
+    /// The literal target of a `cd`, or `None` when it is computed, `-`,
+    /// `~…` or absent.
+    fn cd_target(&self, node: Node<'_>) -> Option<String> {
+        for child in children(&node) {
+            let kind = child.kind();
+            if kind == "command_name" || kind == "variable_assignment" || !child.is_named() {
+                continue;
+            }
+            if kind == "word" && text(&child, self.source) == "--" {
+                continue;
+            }
+            if !is_arg(kind) {
+                return None;
+            }
+            return literal_text(child, self.source, 0);
+        }
+        None
+    }
+
+    /// Words of any subtree: commands by their rules, redirect targets,
+    /// everything else descended (heredoc bodies and comments skipped).
+    fn subtree_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
+        if depth > MAX_DEPTH || skip_subtree(node.kind()) {
+            return Vec::new();
+        }
+        match node.kind() {
+            "command" => self.command_tokens(node, depth + 1),
+            "file_redirect" => self.redirect_tokens(node),
+            _ => children(&node)
+                .into_iter()
+                .flat_map(|c| self.subtree_tokens(c, depth + 1))
+                .collect(),
+        }
+    }
+
+    fn redirect_tokens(&self, node: Node<'_>) -> Vec<String> {
+        children(&node)
+            .iter()
+            .filter(|c| is_arg(c.kind()))
+            .map(|c| word_value(c, self.source))
+            .collect()
+    }
+
+    fn command_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
+        match command_name(node, self.source)
+            .as_deref()
+            .and_then(pattern_first)
+        {
+            Some(config) => self.pattern_command_tokens(node, &config, depth),
+            None => self.generic_command_tokens(node, depth),
+        }
+    }
+
+    fn generic_command_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
+        let mut tokens = Vec::new();
+        let mut seen_name = false;
+        for child in children(&node) {
+            let kind = child.kind();
+            if kind == "command_name" {
+                seen_name = true;
+                continue;
+            }
+            if kind == "variable_assignment" {
+                continue;
+            }
+            if is_arg(kind) {
+                if seen_name {
+                    tokens.push(word_value(&child, self.source));
+                }
+                seen_name = true;
+                continue;
+            }
+            tokens.extend(self.subtree_tokens(child, depth + 1));
+        }
+        tokens
+    }
+
+    /// `sed`, `awk`, `grep`, `rg`, `sd`: their first positional words are
+    /// scripts or patterns, not paths.
+    fn pattern_command_tokens(
+        &self,
+        node: Node<'_>,
+        config: &PatternCommand,
+        depth: usize,
+    ) -> Vec<String> {
+        let mut explicit_script = false;
+        let mut positionals = 0;
+        let mut next: Option<bool> = None; // Some(true): extract, Some(false): skip
+        let mut past_flags = false;
+        let mut tokens = Vec::new();
+        for child in children(&node) {
+            let kind = child.kind();
+            if kind == "command_name" || kind == "variable_assignment" {
+                continue;
+            }
+            if !is_arg(kind) {
+                tokens.extend(self.subtree_tokens(child, depth + 1));
+                continue;
+            }
+            let value = word_value(&child, self.source);
+            match next.take() {
+                Some(false) => continue,
+                Some(true) => {
+                    tokens.push(value);
+                    continue;
+                }
+                None => {}
+            }
+            if !past_flags && kind == "word" && value.starts_with('-') && value.len() > 1 {
+                if value == "--" {
+                    past_flags = true;
+                } else if config.arg_flags.contains(&value.as_str()) {
+                    next = Some(false);
+                    explicit_script |= value == "-e" || value == "-f";
+                } else if config.file_flags.contains(&value.as_str()) {
+                    next = Some(true);
+                    explicit_script = true;
+                }
+                continue;
+            }
+            if !explicit_script && positionals < config.pattern_positionals {
+                positionals += 1;
+                continue;
+            }
+            tokens.push(value);
+        }
+        tokens
+    }
+}
+
+struct PatternCommand {
+    arg_flags: &'static [&'static str],
+    file_flags: &'static [&'static str],
+    pattern_positionals: usize,
+}
+
+fn pattern_first(name: &str) -> Option<PatternCommand> {
+    const GREP: &[&str] = &["-e", "-A", "-B", "-C", "-m"];
+    const AWK: &[&str] = &["-e", "-F", "-v"];
+    const RG: &[&str] = &[
+        "-e", "-A", "-B", "-C", "-m", "-g", "-t", "-T", "-j", "-M", "-r", "-E",
+    ];
+    let (arg_flags, file_flags, pattern_positionals): (&[&str], &[&str], usize) = match name {
+        "sed" => (&["-e", "-i"], &["-f"], 1),
+        "awk" | "gawk" | "nawk" => (AWK, &["-f"], 1),
+        "grep" | "egrep" | "fgrep" => (GREP, &["-f"], 1),
+        "rg" => (RG, &["-f"], 1),
+        "sd" => (&["-n", "-f"], &[], 2),
+        _ => return None,
+    };
+    Some(PatternCommand {
+        arg_flags,
+        file_flags,
+        pattern_positionals,
+    })
+}
+
+/// The basename of a command's name, when it has a `command_name`.
+fn command_name(node: Node<'_>, source: &str) -> Option<String> {
+    let name = children(&node)
+        .into_iter()
+        .find(|c| c.kind() == "command_name")?;
+    let value: String = children(&name)
+        .iter()
+        .map(|c| word_value(c, source))
+        .collect();
+    let value = if value.is_empty() {
+        text(&name, source).to_string()
+    } else {
+        value
+    };
+    (!value.is_empty()).then(|| value.rsplit('/').next().unwrap_or(&value).to_string())
+}
+
+/// A word's literal value, or `None` when an expansion computes it or it
+/// is `-` / `~…`.
+fn literal_text(node: Node<'_>, source: &str, depth: usize) -> Option<String> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    match node.kind() {
+        "word" => {
+            let t = text(&node, source);
+            (t != "-" && !t.starts_with('~')).then(|| t.to_string())
+        }
+        "raw_string" => Some(word_value(&node, source)),
+        "concatenation" => children(&node)
+            .into_iter()
+            .map(|c| literal_text(c, source, depth + 1))
+            .collect(),
+        "string" => {
+            let mut out = String::new();
+            for child in children(&node) {
+                match child.kind() {
+                    "\"" => {}
+                    "string_content" => out.push_str(text(&child, source)),
+                    _ => return None,
+                }
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(command: &str) -> BashPaths {
+        bash_paths(
+            command,
+            "/nonexistent-w",
+            "/nonexistent-w",
+            "/nonexistent-h",
+        )
+        .expect("parses")
+    }
+
+    fn external(command: &str) -> Vec<String> {
+        paths(command)
+            .external
+            .into_iter()
+            .map(|(_, p)| p.match_values[0].clone())
+            .collect()
+    }
+
+    fn rule_tokens(command: &str) -> Vec<(String, bool)> {
+        paths(command)
+            .rule_words
+            .into_iter()
+            .map(|w| (w.token, w.bare))
+            .collect()
+    }
+
+    #[test]
+    fn external_words_and_redirect_targets() {
+        assert_eq!(external("cat /etc/passwd"), ["/etc/passwd"]);
+        assert_eq!(external("echo hi > /etc/x"), ["/etc/x"]);
+        assert_eq!(external("cp src/a.rs /tmp/x"), ["/tmp/x"]);
+        assert_eq!(external("cat ../x ~/y"), ["/x", "/nonexistent-h/y"]);
+        assert!(external("echo x > /dev/null").is_empty());
+        assert!(external("cat a/../b").is_empty());
+        assert!(external("cat <<EOF\n/etc/passwd\nEOF").is_empty());
+    }
+
+    #[test]
+    fn cd_folds_in_the_current_shell_only() {
+        assert_eq!(external("cd /etc && cat passwd"), ["/etc"]);
+        assert_eq!(external("cd .. && cat x"), ["/"]);
+        let words = paths("cd sub && cat ../../x");
+        assert_eq!(words.external[0].1.match_values[0], "/x");
+        // A pipeline stage's cd does not leak.
+        assert!(
+            external("cd sub | cat ../y").is_empty() || external("cd sub | cat ../y") == ["/y"]
+        );
+        // An unknown base keeps a relative word literal and flags `..`.
+        let words = paths("cd \"$D\" && cat ../z");
+        assert_eq!(words.external.len(), 1);
+        let shaped: Vec<&RuleWord> = words.rule_words.iter().filter(|w| !w.bare).collect();
+        assert_eq!(shaped[0].path.match_values, ["../z"]);
+    }
+
+    #[test]
+    fn rule_words_and_bare_words() {
+        assert_eq!(
+            rule_tokens("cat src/.env id_rsa -n https://x.y/z FOO=1"),
+            [
+                ("src/.env".to_string(), false),
+                ("id_rsa".to_string(), true)
+            ]
+        );
+        assert_eq!(
+            rule_tokens("grep -e pat file.txt"),
+            [("file.txt".to_string(), true)]
+        );
+        assert_eq!(
+            rule_tokens("sed 's/a/b/' x/y"),
+            [("x/y".to_string(), false)]
+        );
+    }
+}
