@@ -102,12 +102,24 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
         }
         checks.push(check);
     }
-    let decided_by = checks
+    let mut decided_by = checks
         .iter()
         .enumerate()
         .filter(|(_, c)| c.counted)
         .min_by_key(|(i, c)| (std::cmp::Reverse(c.state), c.family, *i))
         .map(|(i, _)| i);
+    if facts.tool.as_deref() == Some("bash")
+        && decided_by.is_some_and(|i| checks[i].state == PermissionState::Allow)
+    {
+        // When a bash line's path words all allow, the reference's bash path
+        // gates step aside and the command gate answers: report the command.
+        if let Some(command) = checks
+            .iter()
+            .rposition(|c| c.counted && c.family == Family::Bash)
+        {
+            decided_by = Some(command);
+        }
+    }
     let state = decided_by
         .map(|i| checks[i].state)
         .unwrap_or(PermissionState::Allow);

@@ -1101,14 +1101,20 @@ fn decided_by_for(judgment: &Judgment) -> DecidedBy {
         Some(check) if check.layer == RuleLayer::Session => DecidedBy::SessionApproval {
             surface: check.rule_surface.clone(),
             pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         Some(check) if check.origin == Origin::Yolo => DecidedBy::Yolo {
             pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         Some(check) => DecidedBy::Rule {
             surface: check.surface.clone(),
             pattern: check.matched_pattern.clone(),
             origin: check.origin,
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         None => DecidedBy::Escalated {
             reason: "no surface to judge".into(),
