@@ -31,12 +31,16 @@ CONFIGS = {
     # Both path families, the issue's four commands.
     "both": {"*": "allow", "path": {"*": "allow", "/etc/*": "deny", "*.env": "deny"},
              "external_directory": {"*": "ask"}},
+    # Home-anchored bash rules.
+    "home": {"*": "allow", "bash": {"*": "allow", "~/bin/danger *": "deny"}},
+    "home-allow": {"*": "ask", "bash": {"*": "ask", "~/bin/tool": "allow"}},
     # Whole-line and redirect rules.
     "lines": {"*": "allow", "bash": {"*": "allow", "curl * | sh": "deny", "ls > out": "deny"}},
 }
 
 UPSTREAM_WRAPPER = "newer upstream wrapper-bypass.test.ts / bash-command.test.ts: a deny on the inner command reaches through the wrapper"
 UPSTREAM_BODIES = "newer upstream (issue 12): commands inside control-flow bodies are judged"
+UPSTREAM_HOME = "newer upstream bash-command.test.ts: a rule written with ~ matches the command however its home is spelled"
 UPSTREAM_UNPARSED = "newer upstream bash-command.test.ts (#840): a line the grammar cannot fully read floors to ask (<unparsed-bash-subtree>)"
 ISSUE_WHOLE_LINE = "issue 12 (a): a whole-line rule such as `curl * | sh` is honoured"
 ISSUE_REDIRECTS = "issue 12 (b): a statement is also judged with its redirects, so an exact rule on `ls > out` applies"
@@ -127,6 +131,12 @@ CASES = [
     ("brace group", "rules", "{ ls; rm x; }", UPSTREAM_BODIES,
      {"state": "deny", "matchedPattern": "rm *"}),
     ("cautious: block whole asks", "cautious", "if true; then ls; fi", None, None),
+    ("~ command meets a home-anchored deny", "home", "~/bin/danger --now", UPSTREAM_HOME,
+     {"state": "deny", "matchedPattern": "~/bin/danger *"}),
+    ("$HOME command meets a home-anchored deny", "home", "$HOME/bin/danger --now", UPSTREAM_HOME,
+     {"state": "deny", "matchedPattern": "~/bin/danger *"}),
+    ("a rebound HOME is not the home", "home", "HOME=/tmp/evil; ~/bin/danger --now", None, None),
+    ("a home-anchored allow does not lift the catch-all (stays as 20.7.3)", "home-allow", "~/bin/tool", None, None),
     ("unbalanced quote", "rules", "echo 'unterminated && ls", UPSTREAM_UNPARSED,
      {"state": "ask", "matchedPattern": "<unparsed-bash-subtree>"}),
     ("a 2 KiB script", "rules", "\n".join(f"echo line {i} >> log.txt && ls -la src/dir{i}" for i in range(50)) + "\nrm -rf build", None, None),

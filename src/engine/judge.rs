@@ -261,16 +261,35 @@ fn check_bash(
         }
     };
     // The reference's units first, so a tie names what the reference names.
-    for unit in enumeration
-        .units
-        .iter()
-        .filter(|u| u.role == UnitRole::Full)
-    {
+    let full = || {
+        enumeration
+            .units
+            .iter()
+            .filter(|u| u.role == UnitRole::Full)
+    };
+    for unit in full() {
         let mut check = evaluate(&unit.text)?;
         if let Some(floor) = unit.floor {
             apply_floor(&mut check, floor);
         }
         consider(check);
+    }
+    // A command typed with its home spelled `~`, `$HOME` or `${HOME}` is
+    // also matched with the home written out, as home-anchored rules are
+    // (newer upstream); only a specific rule counts, so a spelling can make
+    // the verdict stricter, never looser than the typed text's.
+    let home = stack
+        .first()
+        .map(|rules| rules.home())
+        .filter(|_| home_spelling_allowed(&command));
+    for unit in full() {
+        let Some(spelled) = home.and_then(|h| spell_home(&unit.text, h)) else {
+            continue;
+        };
+        let check = evaluate(&spelled)?;
+        if is_specific(&check) {
+            consider(check);
+        }
     }
     for unit in enumeration
         .units
@@ -303,6 +322,21 @@ fn check_bash(
         Some(check) => Ok(check),
         None => evaluate(&command),
     }
+}
+
+/// Home spellings are trusted only while the line leaves `HOME` alone
+/// (`HOME=/tmp/evil; ~/bin/tool` runs another file).
+fn home_spelling_allowed(command: &str) -> bool {
+    (command.contains('~') || command.contains("$HOME") || command.contains("${HOME}"))
+        && !command.contains("HOME=")
+}
+
+/// The unit with its leading home spelling written out, if it has one.
+fn spell_home(text: &str, home: &str) -> Option<String> {
+    ["~/", "$HOME/", "${HOME}/"]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix))
+        .map(|rest| format!("{}/{rest}", home.trim_end_matches('/')))
 }
 
 /// A verdict a rule written for this text gave: a config or session rule
@@ -374,6 +408,28 @@ mod tests {
             bash(&config, "FOO=1 git push").state,
             PermissionState::Allow
         );
+    }
+
+    #[test]
+    fn home_spelled_commands_meet_home_anchored_denies() {
+        let config = rules(json!({"bash": {"*": "allow", "~/bin/danger *": "deny"}}));
+        for typed in [
+            "~/bin/danger --now",
+            "$HOME/bin/danger --now",
+            "${HOME}/bin/danger --now",
+        ] {
+            let verdict = bash(&config, typed);
+            assert_eq!(verdict.state, PermissionState::Deny, "{typed}");
+        }
+        assert_eq!(
+            bash(&config, "HOME=/tmp/evil; ~/bin/danger --now").state,
+            PermissionState::Allow,
+            "a rebound HOME is not the home the rule names"
+        );
+        // Never looser than the typed text: an allow on the spelling does
+        // not lift the catch-all's ask.
+        let config = rules(json!({"bash": {"*": "ask", "~/bin/tool": "allow"}}));
+        assert_eq!(bash(&config, "~/bin/tool").state, PermissionState::Ask);
     }
 
     #[test]

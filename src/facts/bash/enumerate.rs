@@ -623,5 +623,8 @@ mod tests {
         assert!(!enumerate("echo ok").unparsed);
         let deep = format!("{}x{}", "$(".repeat(400), ")".repeat(400));
         assert!(enumerate(&deep).unparsed);
+        let long = "ls ".repeat(super::super::parse::MAX_LINE_BYTES);
+        let enumeration = enumerate(&long);
+        assert!(enumeration.unparsed && enumeration.has_no_command());
     }
 }

@@ -12,10 +12,19 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
 }
 
-/// Parses `source`; `None` when the grammar could not be loaded or the
-/// parse gave up. Callers treat `None` as "could not read the line" and
-/// floor to `ask`.
+/// Lines longer than this are not parsed: judging runs on the ask path,
+/// and no agent needs a longer line read command by command. Such a line
+/// is "not read" and floors to `ask` (a deny rule on the whole still holds).
+pub const MAX_LINE_BYTES: usize = 256 * 1024;
+
+/// Parses `source`; `None` when the grammar could not be loaded, the line
+/// is too long or the parse gave up. Callers treat `None` as "could not
+/// read the line" and floor to `ask`.
 pub fn parse(source: &str) -> Option<Tree> {
+    if source.len() > MAX_LINE_BYTES {
+        tracing::warn!(bytes = source.len(), "bash line too long to parse");
+        return None;
+    }
     PARSER.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
