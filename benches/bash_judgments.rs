@@ -2,7 +2,7 @@
 //!
 //! Each judgment is what an ask costs the asking session: the facts of the
 //! request (for a tool call, the bash path gates' words resolved at the
-//! cwd) and the judgment against a typical 30-rule config (bash patterns,
+//! cwd, a real directory under the temp dir) and the judgment against a typical 30-rule config (bash patterns,
 //! path and external-directory rules). The policy is compiled beforehand.
 //! Three kinds of line: short commands, pipelines and lists, and 2 KiB
 //! scripts; each is asked both as a tool call (`{"tool":"bash",...}`) and
@@ -23,8 +23,6 @@ use permfs::policy::{CompiledRules, Origin};
 use serde_json::json;
 use std::hint::black_box;
 use std::time::Instant;
-
-const CWD: &str = "/srv/bench-project";
 
 fn config() -> CompiledRules {
     let permission = json!({
@@ -150,7 +148,17 @@ fn main() {
         return;
     }
     let rules = config();
-    let requester = Requester::new(CWD, Principal::default());
+    // A real project directory, so resolving a word costs what it costs in
+    // use (a missing directory makes every `realpath` walk up to `/`).
+    let project = std::env::temp_dir().join("permfs-bash-bench");
+    for dir in ["src", "crates/core", "data", "build"] {
+        std::fs::create_dir_all(project.join(dir)).expect("bench project");
+    }
+    for file in ["README.md", "src/main.rs", "Cargo.toml"] {
+        std::fs::write(project.join(file), "x").expect("bench file");
+    }
+    let cwd = project.to_string_lossy().into_owned();
+    let requester = Requester::new(&cwd, Principal::default());
     let kinds = [
         ("short commands", short_lines()),
         ("pipelines and lists", pipelines()),

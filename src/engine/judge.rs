@@ -411,6 +411,18 @@ mod tests {
     }
 
     #[test]
+    fn a_line_the_grammar_chokes_on_asks_quickly() {
+        // 40 KiB of `a|a|…` takes tree-sitter-bash tens of seconds: the parse
+        // budget gives up and the line floors to ask.
+        let config = rules(json!({"bash": {"*": "allow"}}));
+        let line = "a|".repeat(20_000);
+        let started = std::time::Instant::now();
+        let verdict = bash(&config, &line);
+        assert_eq!(verdict.state, PermissionState::Ask);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
     fn home_spelled_commands_meet_home_anchored_denies() {
         let config = rules(json!({"bash": {"*": "allow", "~/bin/danger *": "deny"}}));
         for typed in [

@@ -78,6 +78,37 @@ impl AccessPath {
         }
     }
 
+    /// [`Self::for_path_in`] without the symlink-resolved alias: the
+    /// lexical absolute form stands for it. For a bare bash word (`commit`,
+    /// `main`), which most words of a line are and which counts only when a
+    /// specific rule names the word itself: resolving each would cost a
+    /// `realpath` per word on every ask.
+    pub fn for_word_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        let literal = clean_literal(value, home);
+        if literal.is_empty() {
+            return Self {
+                match_values: Vec::new(),
+                boundary: String::new(),
+            };
+        }
+        let absolute = resolve(base, &literal);
+        let mut match_values = vec![absolute.clone()];
+        let lexical_cwd = resolve(cwd, cwd);
+        if is_within(&lexical_cwd, &absolute) {
+            let rel = relative(&lexical_cwd, &absolute);
+            if !rel.is_empty() && !match_values.contains(&rel) {
+                match_values.push(rel);
+            }
+        }
+        if !match_values.contains(&literal) {
+            match_values.push(literal);
+        }
+        Self {
+            match_values,
+            boundary: absolute,
+        }
+    }
+
     /// Only the literal, for a word whose directory is unknown (after a
     /// computed `cd`): no absolute alias that could match a rule by
     /// accident, and no boundary.

@@ -77,7 +77,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         if reject_non_path_token(token) {
             continue;
         }
-        let relative = !token.starts_with('/') && !token.starts_with('~');
+        let relative = !token.starts_with('/') && !is_home_spelled(token);
         let resolve_base = match &word.base {
             Base::Known(offset) => Some(resolve(cwd, offset)),
             Base::Unknown => None,
@@ -101,7 +101,9 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         let bare = !is_rule_candidate(token);
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
+            None if bare => AccessPath::for_word_in(token, cwd, cwd, home),
             None => AccessPath::for_path(token, cwd, home),
+            Some(base) if bare => AccessPath::for_word_in(token, base, cwd, home),
             Some(base) => AccessPath::for_path_in(token, base, cwd, home),
         };
         if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
@@ -150,10 +152,19 @@ fn reject_non_path_token(token: &str) -> bool {
     matches(&REGEX_META, token)
 }
 
-/// The external-directory shapes: absolute, `~/`, `..`, a drive path.
+/// A word starting with the home: `~`, `$HOME` or `${HOME}` (the last two
+/// expand like `~`, as the newer upstream reads them).
+fn is_home_spelled(token: &str) -> bool {
+    token.starts_with('~') || token.starts_with("$HOME/") || token.starts_with("${HOME}/")
+}
+
+/// The external-directory shapes: absolute, `~/` (or `$HOME/`), `..`, a
+/// drive path.
 fn is_external_candidate(token: &str) -> bool {
     token.starts_with('/')
         || token.starts_with("~/")
+        || token.starts_with("$HOME/")
+        || token.starts_with("${HOME}/")
         || token.contains("..")
         || matches(&WINDOWS_DRIVE, token)
 }
@@ -556,6 +567,7 @@ mod tests {
         assert_eq!(external("echo hi > /etc/x"), ["/etc/x"]);
         assert_eq!(external("cp src/a.rs /tmp/x"), ["/tmp/x"]);
         assert_eq!(external("cat ../x ~/y"), ["/x", "/nonexistent-h/y"]);
+        assert_eq!(external("cat \"$HOME/z\""), ["/nonexistent-h/z"]);
         assert!(external("echo x > /dev/null").is_empty());
         assert!(external("cat a/../b").is_empty());
         assert!(external("cat <<EOF\n/etc/passwd\nEOF").is_empty());
