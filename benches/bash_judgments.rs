@@ -185,4 +185,15 @@ fn main() {
         "  mix (6 short : 3 pipelines : 1 script, tool calls): {mix:.2} µs per judgment, {:.0} judgments/s",
         1e6 / mix
     );
+    if std::env::var_os("BASH_BENCH_EACH").is_some() {
+        for (_, lines) in &kinds {
+            for line in lines {
+                let one = std::slice::from_ref(line);
+                let tool = measure(&rules, &requester, one, true);
+                let surface = measure(&rules, &requester, one, false);
+                let shown: String = line.chars().take(60).collect();
+                println!("  {tool:>9.2} µs {surface:>9.2} µs  {shown:?}");
+            }
+        }
+    }
 }

@@ -146,3 +146,33 @@ mod timing {
         }
     }
 }
+
+#[cfg(test)]
+mod timing_lines {
+    #[test]
+    #[ignore = "timing, for a person"]
+    fn time_lines() {
+        for line in [
+            "ls | ls",
+            "ls | ls | ls",
+            "ls | ls | ls | ls",
+            "ls | ls | ls | ls | ls",
+            "ls | ls | ls | ls | ls | ls",
+            "ls | ls | ls | ls | ls | ls | ls | ls",
+            "ls && ls && ls && ls && ls && ls && ls && ls",
+            "ls; ls; ls; ls; ls; ls; ls; ls",
+        ] {
+            let started = std::time::Instant::now();
+            for _ in 0..200 {
+                super::parse_afresh(line);
+            }
+            let parse = started.elapsed() / 200;
+            let started = std::time::Instant::now();
+            for i in 0..200 {
+                let _ = super::super::enumerate(&format!("{line}{}", " ".repeat(i % 2)));
+            }
+            let enumerate = started.elapsed() / 200;
+            println!("{parse:?} parse, {enumerate:?} enumerate: {line}");
+        }
+    }
+}
