@@ -121,8 +121,6 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
 
 static URL: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?i)^[a-z][a-z0-9+.-]*://").ok());
-static REGEX_META: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"\.\*|\.\+|\\\||\\\(|\\\)|\[.*?\]|\^/").ok());
 static WINDOWS_DRIVE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"^[a-zA-Z]:[/\\]").ok());
 
@@ -132,8 +130,11 @@ fn matches(regex: &LazyLock<Option<Regex>>, token: &str) -> bool {
     regex.as_ref().is_some_and(|r| r.is_match(token))
 }
 
-/// Words that are never paths: flags, assignments, URLs, `@scope/pkg`,
-/// regular expressions (the reference's shared rejection).
+/// Words that are never paths: flags, assignments, URLs, `@scope/pkg`.
+/// 20.7.3 also skipped words shaped like a regular expression (`.*`,
+/// `[…]`), which let `cat /etc/pass[w]d` through; the newer upstream
+/// dropped that (#821), and so does permfs: the pattern arguments of
+/// `grep`, `sed`, `rg`, … are skipped by position instead.
 fn reject_non_path_token(token: &str) -> bool {
     if token.is_empty() || token.starts_with('-') {
         return true;
@@ -146,10 +147,7 @@ fn reject_non_path_token(token: &str) -> bool {
     if matches(&URL, token) {
         return true;
     }
-    if token.starts_with('@') && !token.starts_with("@/") {
-        return true;
-    }
-    matches(&REGEX_META, token)
+    token.starts_with('@') && !token.starts_with("@/")
 }
 
 /// A word starting with the home: `~`, `$HOME` or `${HOME}` (the last two
@@ -571,6 +569,74 @@ mod tests {
         assert!(external("echo x > /dev/null").is_empty());
         assert!(external("cat a/../b").is_empty());
         assert!(external("cat <<EOF\n/etc/passwd\nEOF").is_empty());
+    }
+
+    /// Cases of the upstream projection suite (`test/bash-external-directory.test.ts`).
+    #[test]
+    fn upstream_external_projection_cases() {
+        let external = |command: &str, cwd: &str| -> Vec<String> {
+            bash_paths(command, cwd, cwd, "/mock/home")
+                .expect("parses")
+                .external
+                .into_iter()
+                .map(|(_, p)| p.match_values[0].clone())
+                .collect()
+        };
+        let cwd = "/projects/my-app";
+        for (command, want) in [
+            ("diff /etc/hosts /var/log/syslog", vec!["/etc/hosts", "/var/log/syslog"]),
+            ("cat /projects/my-app/src/index.ts", vec![]),
+            ("cat ~/documents/secret.txt", vec!["/mock/home/documents/secret.txt"]),
+            ("cat ../../other-project/secrets.env", vec!["/other-project/secrets.env"]),
+            ("cat src/../lib/utils.ts", vec![]),
+            ("ls -la --color=auto", vec![]),
+            ("FOO=/usr/local/bin command", vec![]),
+            ("echo hello | tee /tmp/output.txt", vec!["/tmp/output.txt"]),
+            ("curl https://example.com/etc/hosts", vec![]),
+            ("npm install @types/node", vec![]),
+            ("git commit -m \"fix: update /etc/hosts handler\"", vec![]),
+            ("echo \"path is \"/etc/hosts\"\"", vec![]),
+            ("cat /etc/hosts 2>/dev/null", vec!["/etc/hosts"]),
+            ("cat /dev/null/subdir", vec!["/dev/null/subdir"]),
+            ("echo // hello", vec!["/"]),
+            ("cat /etc/hosts; echo //", vec!["/etc/hosts", "/"]),
+            ("node -e \"const p = '/etc/hosts';\"", vec![]),
+            ("cat /etc/hosts # see also /etc/shadow", vec!["/etc/hosts"]),
+            ("cat << 'EOF'\n/etc/hosts\nEOF", vec![]),
+            ("cat /etc/hosts << 'EOF'\nsome content\nEOF", vec!["/etc/hosts"]),
+            ("cat <<- 'EOF'\n\t/etc/hosts\nEOF", vec![]),
+            ("echo $(echo $(cat /etc/hosts))", vec!["/etc/hosts"]),
+            ("cat << 'EOF'\n$(cat /etc/hosts)\nEOF", vec![]),
+            ("(cat /etc/hosts)", vec!["/etc/hosts"]),
+            ("sort < /etc/hosts", vec!["/etc/hosts"]),
+            ("command 2>/tmp/errors.log", vec!["/tmp/errors.log"]),
+            ("cat /etc/hosts; grep foo /etc/hosts", vec!["/etc/hosts"]),
+            ("sed '/pattern/d' /etc/hosts", vec!["/etc/hosts"]),
+            ("sed -n '/pattern/p' /etc/hosts", vec!["/etc/hosts"]),
+            ("sed -f /etc/sed-script.sed input.txt", vec!["/etc/sed-script.sed"]),
+            ("sed -i '' 's/foo/bar/' /etc/hosts", vec!["/etc/hosts"]),
+            ("grep -e '/etc/' /var/log/syslog", vec!["/var/log/syslog"]),
+            ("awk -F: '{print $1}' /etc/passwd", vec!["/etc/passwd"]),
+            ("rg '/usr/local' /etc/profile.d/", vec!["/etc/profile.d"]),
+            ("sd '/usr/local/bin' '/opt/bin' /etc/profile", vec!["/etc/profile"]),
+            ("/usr/bin/sed 's/foo/bar/' /etc/hosts", vec!["/etc/hosts"]),
+            ("grep -- '/etc/' /var/log/syslog", vec!["/var/log/syslog"]),
+            ("grep 'pattern' $(cat /etc/file-list)", vec!["/etc/file-list"]),
+            ("grep -v \"//.*pattern\" /etc/hosts", vec!["/etc/hosts"]),
+            ("rg \"/etc/.*passwd\" -l", vec![]),
+            ("cd /projects/my-app/packages/sub && grep -n \"p\" .pi/../../../.pi/skills/pkg/SKILL.md", vec![]),
+            ("cd /projects/my-app/src && cat ../README.md", vec![]),
+            ("cd /tmp && cat ../etc/hosts", vec!["/tmp", "/etc/hosts"]),
+            ("grep -n \"p\" .pi/../../../.pi/skills/pkg/SKILL.md", vec!["/.pi/skills/pkg/SKILL.md"]),
+            ("echo hello && cd /projects/my-app/src && cat ../../outside.txt", vec!["/projects/outside.txt"]),
+            ("cd /projects/my-app/src ; cat ../README.md", vec![]),
+            // Shapes of a regular expression are no reason to skip a word
+            // (the newer upstream dropped that heuristic, #821).
+            ("cat /etc/pass[w]d", vec!["/etc/pass[w]d"]),
+        ] {
+            assert_eq!(external(command, cwd), want, "{command:?}");
+        }
+        assert!(external("cat ~/myproject/file.ts", "/mock/home/myproject").is_empty());
     }
 
     #[test]
