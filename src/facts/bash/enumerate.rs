@@ -167,6 +167,8 @@ const INDIRECTION_WRAPPERS: &[&str] = &[
     "exec",
     "command",
     "builtin",
+    "coproc",
+    "busybox",
 ];
 const FIND_EXEC_FLAGS: &[&str] = &["-exec", "-execdir", "-ok", "-okdir"];
 const FD_EXEC_FLAGS: &[&str] = &["-x", "--exec", "-X", "--exec-batch"];
@@ -325,18 +327,41 @@ impl<'s> Walker<'s> {
             .collect();
         let floor = self.wrapper(&words, node);
         self.push(unit_text, floor, UnitRole::Full);
+        // `\rm x`, `'rm' x`, `/bin/rm x` run `rm`: the command as the shell
+        // names it also meets a deny written for it.
+        if let Some(name_node) = words.first() {
+            let raw = text(name_node, self.source);
+            let name = program_name(name_node, self.source);
+            if !name.is_empty() && name != raw {
+                let rest = self
+                    .source
+                    .get(name_node.end_byte()..node.end_byte())
+                    .unwrap_or("");
+                self.push(&format!("{name}{rest}"), None, UnitRole::DenyOnly);
+            }
+        }
     }
 
     /// Classifies a command as a wrapper (the reference's rules, reading the
     /// raw argument texts) and adds what it runs as deny-only units.
     fn wrapper(&mut self, words: &[Node<'_>], node: Node<'_>) -> Option<&'static str> {
         let name_node = words.first()?;
-        let name_text = text(name_node, self.source);
-        let name = name_text.rsplit('/').next().unwrap_or(name_text);
+        // The name the shell runs: quotes and backslashes removed, basename
+        // (the reference reads the raw text, so `'sudo' rm` hid the wrapper).
+        let name = program_name(name_node, self.source);
+        let name = name.as_str();
         let args = &words[1..];
         let arg_text = |n: &Node<'_>| text(n, self.source);
-        if name == "eval" {
-            let payload: Vec<String> = args.iter().map(|a| word_value(a, self.source)).collect();
+        if name == "eval" || name == "trap" {
+            // `trap` runs its first argument later, as `eval` runs its words.
+            let payload: Vec<String> = if name == "trap" {
+                args.first()
+                    .map(|a| word_value(a, self.source))
+                    .into_iter()
+                    .collect()
+            } else {
+                args.iter().map(|a| word_value(a, self.source)).collect()
+            };
             self.payload(&payload.join(" "));
             return Some(OPAQUE_WRAPPER);
         }
@@ -435,6 +460,21 @@ fn first_of_kind<'t>(node: Node<'t>, kinds: &[&str], depth: usize) -> Option<Nod
         }
     }
     None
+}
+
+/// A command name as the shell runs it: quotes and backslashes removed,
+/// directories dropped (`'/bin/rm'` → `rm`).
+fn program_name(node: &Node<'_>, source: &str) -> String {
+    let value: String = if node.kind() == "command_name" {
+        children(node)
+            .iter()
+            .map(|c| word_value(c, source))
+            .collect()
+    } else {
+        word_value(node, source)
+    };
+    let value = value.replace('\\', "");
+    value.rsplit('/').next().unwrap_or(&value).to_string()
 }
 
 /// `NAME=value` (the name a shell variable name).
@@ -601,6 +641,10 @@ mod tests {
             ("xargs rm", INDIRECTION_WRAPPER),
             ("find . -name '*.o' -exec rm {} ;", INDIRECTION_WRAPPER),
             ("fd -x rm", INDIRECTION_WRAPPER),
+            ("'sudo' rm x", INDIRECTION_WRAPPER),
+            ("\\sudo rm x", INDIRECTION_WRAPPER),
+            ("trap 'rm x' EXIT", OPAQUE_WRAPPER),
+            ("busybox rm x", INDIRECTION_WRAPPER),
         ] {
             let units = enumerate(command).units;
             assert!(
@@ -615,6 +659,11 @@ mod tests {
         assert!(inner.contains(&"rm -rf /".to_string()), "{inner:?}");
         let inner = with_role("sh -c 'cd a && rm -rf b'", UnitRole::DenyOnly);
         assert!(inner.contains(&"rm -rf b".to_string()), "{inner:?}");
+        for spelled in ["\\rm x", "'rm' x", "\"rm\" x", "/bin/rm x", "r\\m x"] {
+            let inner = with_role(spelled, UnitRole::DenyOnly);
+            assert_eq!(inner, ["rm x"], "{spelled}");
+        }
+        assert!(with_role("rm x", UnitRole::DenyOnly).is_empty());
     }
 
     #[test]
