@@ -98,7 +98,14 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
                 out.external.push((token.to_string(), path));
             }
         }
-        let bare = !is_rule_candidate(token);
+        // A bare word read after a literal `cd` elsewhere (`cd /etc && cat
+        // passwd`) names a file in that directory: judged as a path word,
+        // not only where a rule names the word itself (the reference
+        // allows that line under `/etc/*: deny`).
+        let moved = resolve_base
+            .as_deref()
+            .is_some_and(|base| base != resolve(cwd, ""));
+        let bare = !is_rule_candidate(token) && !moved;
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
             None if bare => AccessPath::for_word_in(token, cwd, cwd, home),
@@ -673,5 +680,18 @@ mod tests {
             rule_tokens("sed 's/a/b/' x/y"),
             [("x/y".to_string(), false)]
         );
+        // After a cd elsewhere a bare word is a path in that directory.
+        let words = paths("cd /etc && cat passwd");
+        let passwd = words
+            .rule_words
+            .iter()
+            .find(|w| w.token == "passwd")
+            .expect("passwd");
+        assert!(!passwd.bare);
+        assert_eq!(passwd.path.match_values[0], "/etc/passwd");
+        assert!(paths("cd . && cat x")
+            .rule_words
+            .iter()
+            .any(|w| w.token == "x" && w.bare));
     }
 }
