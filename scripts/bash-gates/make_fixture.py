@@ -41,6 +41,7 @@ CONFIGS = {
 UPSTREAM_WRAPPER = "newer upstream wrapper-bypass.test.ts / bash-command.test.ts: a deny on the inner command reaches through the wrapper"
 UPSTREAM_BODIES = "newer upstream (issue 12): commands inside control-flow bodies are judged"
 UPSTREAM_HOME = "newer upstream bash-command.test.ts: a rule written with ~ matches the command however its home is spelled"
+UPSTREAM_HOSTED = "newer upstream program.test.ts (#742): the operands of a command hosted in a command name or a prefix assignment are path words"
 UPSTREAM_UNPARSED = "newer upstream bash-command.test.ts (#840): a line the grammar cannot fully read floors to ask (<unparsed-bash-subtree>)"
 ISSUE_WHOLE_LINE = "issue 12 (a): a whole-line rule such as `curl * | sh` is honoured"
 ISSUE_REDIRECTS = "issue 12 (b): a statement is also judged with its redirects, so an exact rule on `ls > out` applies"
@@ -121,6 +122,13 @@ CASES = [
     ("cp src/a.rs /tmp/x", "both", "cp src/a.rs /tmp/x", None, None),
     ("cat src/.env", "both", "cat src/.env", None, None),
     ("~/ word is external", "both", "cat ~/notes.txt", None, None),
+    ("a loop's word list is an operand", "both", "for f in /etc/passwd; do cat $f; done",
+     "newer upstream program.test.ts (#839): the words a for loop runs over are path operands",
+     {"state": "deny", "matchedPattern": "/etc/*"}),
+    ("a substitution as the whole command", "both", "$(cat /etc/passwd)", UPSTREAM_HOSTED,
+     {"state": "deny", "matchedPattern": "/etc/*"}),
+    ("a substitution in a prefix assignment", "both", "FOO=$(cat /etc/passwd) echo hi", UPSTREAM_HOSTED,
+     {"state": "deny", "matchedPattern": "/etc/*"}),
     ("bare word promoted by a path rule", "paths", "cat id_rsa", None, None),
     ("bare word not named by a rule", "paths", "cat README", None, None),
     ("path ask rule", "paths", "cat secrets/k", None, None),

@@ -105,7 +105,15 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         let moved = resolve_base
             .as_deref()
             .is_some_and(|base| base != resolve(cwd, ""));
-        let bare = !is_rule_candidate(token) && !moved;
+        // A bare word naming something that exists here (`cat id_rsa`, a
+        // symlink `a_sym`) is a path word too (newer upstream #645), with
+        // its symlink target among its aliases.
+        let exists = || {
+            resolve_base.as_deref().is_some_and(|base| {
+                std::fs::symlink_metadata(resolve(base, &clean_literal(token, home))).is_ok()
+            })
+        };
+        let bare = !is_rule_candidate(token) && !moved && !exists();
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
             None if bare => AccessPath::for_word_in(token, cwd, cwd, home),
@@ -359,11 +367,47 @@ impl<'s> Walker<'s> {
         match node.kind() {
             "command" => self.command_tokens(node, depth + 1),
             "file_redirect" => self.redirect_tokens(node),
+            "for_statement" | "case_statement" => {
+                // The words a loop runs over and a case's subject are
+                // operands the statement names (newer upstream #839); a
+                // case arm's patterns are globs, not paths.
+                let mut tokens = self.statement_operands(node);
+                for child in children(&node) {
+                    tokens.extend(self.subtree_tokens(child, depth + 1));
+                }
+                tokens
+            }
             _ => children(&node)
                 .into_iter()
                 .flat_map(|c| self.subtree_tokens(c, depth + 1))
                 .collect(),
         }
+    }
+
+    fn statement_operands(&self, node: Node<'_>) -> Vec<String> {
+        let mut cursor = node.walk();
+        let operands: Vec<Node<'_>> = node.children_by_field_name("value", &mut cursor).collect();
+        operands
+            .iter()
+            .filter(|c| is_arg(c.kind()))
+            .map(|c| word_value(c, self.source))
+            .collect()
+    }
+
+    /// Words of the commands run inside a substitution under `node`.
+    fn hosted_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        children(&node)
+            .into_iter()
+            .flat_map(|c| match c.kind() {
+                "command_substitution" | "process_substitution" => {
+                    self.subtree_tokens(c, depth + 1)
+                }
+                _ => self.hosted_tokens(c, depth + 1),
+            })
+            .collect()
     }
 
     fn redirect_tokens(&self, node: Node<'_>) -> Vec<String> {
@@ -389,11 +433,12 @@ impl<'s> Walker<'s> {
         let mut seen_name = false;
         for child in children(&node) {
             let kind = child.kind();
-            if kind == "command_name" {
-                seen_name = true;
-                continue;
-            }
-            if kind == "variable_assignment" {
+            if kind == "command_name" || kind == "variable_assignment" {
+                // Only what runs there counts (`$(cat /etc/shadow)` as the
+                // command or in `FOO=$(…)`, newer upstream #742), not a
+                // literal name or assigned value.
+                seen_name |= kind == "command_name";
+                tokens.extend(self.hosted_tokens(child, depth + 1));
                 continue;
             }
             if is_arg(kind) {
@@ -424,6 +469,7 @@ impl<'s> Walker<'s> {
         for child in children(&node) {
             let kind = child.kind();
             if kind == "command_name" || kind == "variable_assignment" {
+                tokens.extend(self.hosted_tokens(child, depth + 1));
                 continue;
             }
             if !is_arg(kind) {
@@ -647,6 +693,33 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_word_naming_an_existing_file_is_a_path_word() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let root = root.to_string_lossy().into_owned();
+        std::fs::write(format!("{root}/.some.secret"), "s").expect("file");
+        std::os::unix::fs::symlink(format!("{root}/.some.secret"), format!("{root}/a_sym"))
+            .expect("symlink");
+        let words = bash_paths("cat a_sym missing", &root, &root, "/h").expect("parses");
+        let a_sym = words
+            .rule_words
+            .iter()
+            .find(|w| w.token == "a_sym")
+            .expect("a_sym");
+        assert!(!a_sym.bare);
+        assert!(a_sym
+            .path
+            .match_values
+            .contains(&format!("{root}/.some.secret")));
+        let missing = words
+            .rule_words
+            .iter()
+            .find(|w| w.token == "missing")
+            .expect("missing");
+        assert!(missing.bare);
+    }
+
+    #[test]
     fn cd_folds_in_the_current_shell_only() {
         assert_eq!(external("cd /etc && cat passwd"), ["/etc"]);
         assert_eq!(external("cd .. && cat x"), ["/"]);
@@ -680,6 +753,27 @@ mod tests {
             rule_tokens("sed 's/a/b/' x/y"),
             [("x/y".to_string(), false)]
         );
+        // Operands a statement names, and commands hosted in a name or a
+        // prefix assignment (newer upstream #839, #742).
+        for command in [
+            "for f in /etc/shadow; do cat $f; done",
+            "case /etc/shadow in a) echo b;; esac",
+            "$(cat /etc/shadow)",
+            "while $(cat /etc/shadow); do echo a; done",
+            "FOO=$(cat /etc/shadow) echo hi",
+            "FOO=$(cat /etc/shadow) grep -f p x",
+        ] {
+            assert!(
+                rule_tokens(command).iter().any(|(t, _)| t == "/etc/shadow"),
+                "{command}"
+            );
+        }
+        assert!(!rule_tokens("case $x in /etc/passwd) echo b;; esac")
+            .iter()
+            .any(|(t, _)| t == "/etc/passwd"));
+        assert!(!rule_tokens("FOO=/etc/shadow echo hi")
+            .iter()
+            .any(|(t, _)| t == "/etc/shadow"));
         // After a cd elsewhere a bare word is a path in that directory.
         let words = paths("cd /etc && cat passwd");
         let passwd = words
