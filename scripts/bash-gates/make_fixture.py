@@ -42,6 +42,8 @@ UPSTREAM_WRAPPER = "newer upstream wrapper-bypass.test.ts / bash-command.test.ts
 UPSTREAM_BODIES = "newer upstream (issue 12): commands inside control-flow bodies are judged"
 UPSTREAM_HOME = "newer upstream bash-command.test.ts: a rule written with ~ matches the command however its home is spelled"
 UPSTREAM_HOSTED = "newer upstream program.test.ts (#742): the operands of a command hosted in a command name or a prefix assignment are path words"
+UPSTREAM_HUNG = ("newer upstream program.test.ts: a redirect among a command's words, or words the grammar hung on a "
+                 "redirect, do not change the command's unit text (git push --force)")
 UPSTREAM_UNPARSED = "newer upstream bash-command.test.ts (#840): a line the grammar cannot fully read floors to ask (<unparsed-bash-subtree>)"
 ISSUE_WHOLE_LINE = "issue 12 (a): a whole-line rule such as `curl * | sh` is honoured"
 ISSUE_REDIRECTS = "issue 12 (b): a statement is also judged with its redirects, so an exact rule on `ls > out` applies"
@@ -77,6 +79,12 @@ CASES = [
      {"state": "deny", "matchedPattern": "rm *"}),
     ("redirect removed from the unit", "cautious", "ls > out.txt", None, None),
     ("redirect to a path outside", "both", "echo hi > /etc/x", None, None),
+    ("words hung on a redirect", "rules", "git 2>/dev/null push --force", UPSTREAM_HUNG,
+     {"state": "ask", "matchedPattern": "git push *"}),
+    ("a redirect before the command", "rules", "2>/dev/null git push --force", UPSTREAM_HUNG,
+     {"state": "ask", "matchedPattern": "git push *"}),
+    ("a redirect before a wrapper", "rules", "2>/dev/null sudo ls", UPSTREAM_HUNG,
+     {"state": "ask", "matchedPattern": "<indirection-bash-wrapper>"}),
     ("redirect to /dev/null", "external", "ls 2>/dev/null", None, None),
     ("redirect with a rule on it", "lines", "ls > out", ISSUE_REDIRECTS,
      {"state": "deny", "matchedPattern": "ls > out"}),

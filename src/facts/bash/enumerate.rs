@@ -88,6 +88,7 @@ fn enumerate_at(source: &str, payload_depth: usize) -> Enumeration {
         units: Vec::new(),
         too_deep: false,
         payload_depth,
+        hung: None,
     };
     walker.statement(root, 0);
     Enumeration {
@@ -178,6 +179,10 @@ struct Walker<'s> {
     units: Vec<CommandUnit>,
     too_deep: bool,
     payload_depth: usize,
+    /// Words tree-sitter-bash hung on a redirect after the command they
+    /// belong to (`git 2>/dev/null push --force` gives `push --force` to
+    /// the redirect), keyed by the id of the command node that owns them.
+    hung: Option<(usize, Vec<String>)>,
 }
 
 impl<'s> Walker<'s> {
@@ -220,9 +225,12 @@ impl<'s> Walker<'s> {
                 }
             }
             "redirected_statement" => {
+                let hung = self.hung_words(node);
+                let outer = std::mem::replace(&mut self.hung, hung);
                 for child in children(&node) {
                     self.statement(child, depth + 1);
                 }
+                self.hung = outer;
                 // The statement with its redirects, for a rule written on it
                 // (`ls > out`); heredoc bodies are not part of it.
                 let with_redirects = self.without_heredoc_bodies(node);
@@ -325,11 +333,36 @@ impl<'s> Walker<'s> {
             .into_iter()
             .filter(|c| c.is_named() && c.kind() != "variable_assignment")
             .collect();
-        let floor = self.wrapper(&words, node);
+        // The name and arguments, without redirects the grammar put among
+        // them (`2>/dev/null sudo rm x` is `sudo`).
+        let plain: Vec<Node<'_>> = words
+            .iter()
+            .copied()
+            .filter(|w| !is_redirect_or_note(w.kind()))
+            .collect();
+        let floor = self.wrapper(&plain, node);
         self.push(unit_text, floor, UnitRole::Full);
+        // The command without the redirects the grammar placed among its
+        // words (`2>/dev/null git push`, `git <<< x push`), and with the
+        // words it hung on a following redirect: the command that runs,
+        // read again as a line of its own (the newer upstream's unit text;
+        // the reference's stays judged too, so this never loosens).
+        let hosts_redirect = words.iter().any(|w| is_redirect_or_note(w.kind()));
+        let hung = match &self.hung {
+            Some((id, hung)) if *id == node.id() => hung.clone(),
+            _ => Vec::new(),
+        };
+        if hosts_redirect || !hung.is_empty() {
+            let mut pieces: Vec<&str> = plain.iter().map(|w| text(w, self.source)).collect();
+            pieces.extend(hung.iter().map(String::as_str));
+            let runs = pieces.join(" ");
+            if runs != unit_text.trim() {
+                self.reread(&runs);
+            }
+        }
         // `\rm x`, `'rm' x`, `/bin/rm x` run `rm`: the command as the shell
         // names it also meets a deny written for it.
-        if let Some(name_node) = words.first() {
+        if let Some(name_node) = plain.first() {
             let raw = text(name_node, self.source);
             let name = program_name(name_node, self.source);
             if !name.is_empty() && name != raw {
@@ -417,6 +450,54 @@ impl<'s> Walker<'s> {
             self.payload(suffix);
             taken += 1;
         }
+    }
+
+    /// Reads `line` as a line of its own, keeping each unit's role and floor.
+    fn reread(&mut self, line: &str) {
+        if self.payload_depth >= MAX_PAYLOAD_DEPTH {
+            self.push(line, None, UnitRole::Full);
+            return;
+        }
+        for unit in enumerate_at(line, self.payload_depth + 1).units {
+            self.push(&unit.text, unit.floor, unit.role);
+        }
+    }
+
+    /// The words tree-sitter-bash hung on the redirects of a redirected
+    /// statement (destinations after the first, heredoc arguments), with the
+    /// command they belong to: the last command of the statement's body.
+    fn hung_words(&self, node: Node<'_>) -> Option<(usize, Vec<String>)> {
+        let mut words = Vec::new();
+        for child in children(&node) {
+            let field = match child.kind() {
+                "file_redirect" => "destination",
+                "heredoc_redirect" => "argument",
+                _ => continue,
+            };
+            let mut cursor = child.walk();
+            let values: Vec<Node<'_>> = child.children_by_field_name(field, &mut cursor).collect();
+            let skip = usize::from(field == "destination");
+            words.extend(
+                values
+                    .iter()
+                    .skip(skip)
+                    .map(|w| text(w, self.source).to_string()),
+            );
+        }
+        if words.is_empty() {
+            return None;
+        }
+        let mut owner = node.child_by_field_name("body")?;
+        for _ in 0..MAX_DEPTH {
+            match owner.kind() {
+                "command" => return Some((owner.id(), words)),
+                "list" | "pipeline" => {
+                    owner = children(&owner).into_iter().rev().find(|c| c.is_named())?;
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Reads a wrapper's payload as a line of its own; every unit it yields
@@ -584,6 +665,28 @@ mod tests {
             ])
         );
         assert_eq!(full("a |& b"), plain(&["a", "b"]));
+        // Redirects the grammar put among a command's words, and words it
+        // hung on a redirect: the command that runs is read too.
+        for (line, runs) in [
+            ("git 2>/dev/null push --force", "git push --force"),
+            ("2>/dev/null git push --force", "git push --force"),
+            ("FOO=1 2>/dev/null git push --force", "git push --force"),
+            ("git <<< x push --force", "git push --force"),
+            ("git push 2>&1 --force", "git push --force"),
+            ("cd a && git 2>/dev/null push --force", "git push --force"),
+            ("git <<EOF push --force\nb\nEOF", "git push --force"),
+        ] {
+            let units = full(line);
+            assert!(
+                units.iter().any(|(t, _)| t == runs),
+                "{line:?} should run {runs:?}: {units:?}"
+            );
+        }
+        let units = enumerate("2>/dev/null sudo rm -rf /").units;
+        assert!(units
+            .iter()
+            .any(|u| u.text == "sudo rm -rf /" && u.floor == Some(INDIRECTION_WRAPPER)));
+        assert!(units.iter().any(|u| u.text == "rm -rf /"));
         assert_eq!(full("echo a\\;b"), plain(&["echo a\\;b"]));
     }
 
