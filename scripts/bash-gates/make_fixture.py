@@ -77,6 +77,7 @@ CASES = [
      {"state": "deny", "matchedPattern": "rm *"}),
     ("substitution in an unquoted heredoc body", "rules", "cat <<EOF\n$(rm x)\nEOF", HEREDOC_SUBST,
      {"state": "deny", "matchedPattern": "rm *"}),
+    ("a quoted heredoc body is literal", "rules", "cat <<'EOF' > x.sh\n$(rm x)\nEOF", None, None),
     ("redirect removed from the unit", "cautious", "ls > out.txt", None, None),
     ("redirect to a path outside", "both", "echo hi > /etc/x", None, None),
     ("words hung on a redirect", "rules", "git 2>/dev/null push --force", UPSTREAM_HUNG,

@@ -279,8 +279,14 @@ impl<'s> Walker<'s> {
         if !self.guard(depth) || node.kind() == "comment" {
             return;
         }
+        // A quoted delimiter (`<<'EOF'`, `<<"EOF"`, `<<\EOF`) makes the body
+        // literal text: nothing in it runs (newer upstream #741).
+        let literal_body = node.kind() == "heredoc_redirect"
+            && children(&node).iter().any(|c| {
+                c.kind() == "heredoc_start" && text(c, self.source).contains(['\'', '"', '\\'])
+            });
         for child in children(&node) {
-            if !child.is_named() {
+            if !child.is_named() || (literal_body && child.kind() == "heredoc_body") {
                 continue;
             }
             if is_statement(child.kind()) {
@@ -730,6 +736,13 @@ mod tests {
             plain(&["cat", "sh", "rm q"])
         );
         assert_eq!(full("X=$(rm w)"), plain(&["X=$(rm w)", "rm w"]));
+        assert_eq!(full("cat <<'EOF'\n$(rm q)\nEOF"), plain(&["cat"]));
+        assert_eq!(full("cat <<\"EOF\"\n$(rm q)\nEOF"), plain(&["cat"]));
+        assert_eq!(full("cat <<EOF\n$(rm q)\nEOF"), plain(&["cat", "rm q"]));
+        assert_eq!(
+            full("cat <<< $(rm x)"),
+            plain(&["cat <<< $(rm x)", "cat", "rm x"])
+        );
     }
 
     #[test]
