@@ -105,20 +105,29 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         let moved = resolve_base
             .as_deref()
             .is_some_and(|base| base != resolve(cwd, ""));
+        let shaped = is_rule_candidate(token);
         // A bare word naming something that exists here (`cat id_rsa`, a
         // symlink `a_sym`) is a path word too (newer upstream #645), with
         // its symlink target among its aliases.
-        let exists = || {
-            resolve_base.as_deref().is_some_and(|base| {
-                std::fs::symlink_metadata(resolve(base, &clean_literal(token, home))).is_ok()
-            })
+        let found = match (&resolve_base, shaped || moved) {
+            (Some(base), false) => {
+                std::fs::symlink_metadata(resolve(base, &clean_literal(token, home))).ok()
+            }
+            _ => None,
         };
-        let bare = !is_rule_candidate(token) && !moved && !exists();
+        let bare = !shaped && !moved && found.is_none();
+        // One component in the canonical cwd that is no symlink is its own
+        // canonical form: no `realpath` needed for it.
+        let plain_here = found.as_ref().is_some_and(|meta| {
+            !meta.file_type().is_symlink()
+                && !token.contains('/')
+                && resolve_base.as_deref() == Some(canonical_cwd)
+        });
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
             None if bare => AccessPath::for_word_in(token, cwd, cwd, home),
             None => AccessPath::for_path(token, cwd, home),
-            Some(base) if bare => AccessPath::for_word_in(token, base, cwd, home),
+            Some(base) if bare || plain_here => AccessPath::for_word_in(token, base, cwd, home),
             Some(base) => AccessPath::for_path_in(token, base, cwd, home),
         };
         if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
