@@ -109,25 +109,26 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         // A bare word naming something that exists here (`cat id_rsa`, a
         // symlink `a_sym`) is a path word too (newer upstream #645), with
         // its symlink target among its aliases.
-        let found = match (&resolve_base, shaped || moved) {
+        let found = match (&resolve_base, shaped) {
             (Some(base), false) => {
                 std::fs::symlink_metadata(resolve(base, &clean_literal(token, home))).ok()
             }
             _ => None,
         };
         let bare = !shaped && !moved && found.is_none();
-        // One component in the canonical cwd that is no symlink is its own
-        // canonical form: no `realpath` needed for it.
-        let plain_here = found.as_ref().is_some_and(|meta| {
-            !meta.file_type().is_symlink()
-                && !token.contains('/')
-                && resolve_base.as_deref() == Some(canonical_cwd)
-        });
+        // A bare word that names nothing, or one component in the canonical
+        // cwd that is no symlink, needs no `realpath`: its lexical aliases
+        // are all there is to match (a missing word after a `cd` counts as a
+        // path word without the canonical alias 20.7.3 never gave it).
+        let lexical_only = !shaped
+            && found.as_ref().is_none_or(|meta| {
+                !meta.file_type().is_symlink() && resolve_base.as_deref() == Some(canonical_cwd)
+            });
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
             None if bare => AccessPath::for_word_in(token, cwd, cwd, home),
             None => AccessPath::for_path(token, cwd, home),
-            Some(base) if bare || plain_here => AccessPath::for_word_in(token, base, cwd, home),
+            Some(base) if bare || lexical_only => AccessPath::for_word_in(token, base, cwd, home),
             Some(base) => AccessPath::for_path_in(token, base, cwd, home),
         };
         if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
