@@ -10,11 +10,17 @@
 //! target is not a literal makes the directory unknown, after which a
 //! relative word keeps only its literal spelling (so no absolute rule can
 //! match by accident) and counts as outside the tree.
+//!
+//! Where the newer upstream tests read more words than 20.7.3, this does
+//! too (never fewer): the words of `for … in`, a `case` subject, commands
+//! hosted in a command name or a prefix assignment, bare words that name
+//! an existing file (symlink targets included), bare words after a `cd`
+//! elsewhere, and words shaped like a regular expression
+//! (docs/reference-divergences.md).
 
 use super::enumerate::word_value;
 use super::parse::{children, parse, text};
-use crate::facts::access_path::clean_literal;
-use crate::facts::access_path::{is_outside, AccessPath, SAFE_SYSTEM_PATHS};
+use crate::facts::access_path::{clean_literal, is_outside, AccessPath, SAFE_SYSTEM_PATHS};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
 use std::sync::LazyLock;
