@@ -27,7 +27,10 @@ PIECES = ["ls", "ls -la src", "cat src/a.rs", "cat /etc/passwd", "rm -rf x", "gi
   "FOO=1 make", "tee /var/log/x", "cat <<EOF\nrm x\nEOF", "if true; then ls; fi", "xargs cat", "ls > out",
   "wc -l < /etc/hosts", "diff <(ls /etc) b", "cat secrets/k", "cat passwd", "pwd", "make", "echo `id`",
   "timeout 5 rm y", "nohup make", "cat ./x/../../etc/hosts", "echo done # rm x", "# note", "X=1",
-  "git push origin main", "npm run build", "cat 'a b'", "cat \"$HOME/.ssh/id_rsa\"", "ls /", "cat /dev/null"]
+  "git push origin main", "npm run build", "cat 'a b'", "cat \"$HOME/.ssh/id_rsa\"", "ls /", "cat /dev/null",
+  "git 2>/dev/null push --force", "2>/dev/null sudo ls", "cat <<'EOF'\n$(rm x)\nEOF", "trap 'rm x' EXIT",
+  "/bin/rm x", "for f in /etc/passwd; do cat $f; done", "$(cat /etc/passwd)", "cat /etc/pass[w]d",
+  "cd /etc && cat passwd", "time (rm x)", "cat <<< $(rm x)", "FOO=$(cat .env) ls", "echo hi > $(rm z)"]
 OPS = [" && ", " || ", "; ", " | ", "\n", " & "]
 CONFIGS = dict(mf.CONFIGS)
 CONFIGS["mixed"] = {"*": "ask", "bash": {"*": "ask", "ls*": "allow", "cat *": "allow", "git *": "allow", "rm *": "deny",
