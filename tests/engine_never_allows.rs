@@ -79,15 +79,21 @@ fn intent() -> impl Strategy<Value = AccessIntent> {
         proptest::collection::vec(proptest::sample::select(VALUES), 0..4),
         proptest::option::of(proptest::sample::select(VALUES)),
         proptest::option::of(Just("bash_wrapper")),
+        proptest::option::of(proptest::sample::select(VALUES)),
+        any::<bool>(),
     )
-        .prop_map(|(surface, values, boundary, floor)| AccessIntent {
-            surface: surface.to_string(),
-            match_values: values.into_iter().map(str::to_string).collect(),
-            boundary_value: boundary.map(str::to_string),
-            requester_cwd: "/work".into(),
-            principal: principal(),
-            floor: floor.map(str::to_string),
-        })
+        .prop_map(
+            |(surface, values, boundary, floor, word, bare_word)| AccessIntent {
+                surface: surface.to_string(),
+                match_values: values.into_iter().map(str::to_string).collect(),
+                boundary_value: boundary.map(str::to_string),
+                requester_cwd: "/work".into(),
+                principal: principal(),
+                floor: floor.map(str::to_string),
+                word: word.map(str::to_string),
+                bare_word,
+            },
+        )
 }
 
 /// Fact sets as the wire can carry them: any mix, duplicates allowed.
@@ -152,9 +158,12 @@ proptest! {
     fn star_deny_always_denies(facts in any_facts()) {
         let (policy, _dir) = policy("deny");
         let judgment = judge(&[&policy.rules], &facts).expect("judged");
-        // An empty or unusable fact set floors to `ask` (never allow); any
-        // judged fact set is denied.
-        if facts.intents.is_empty() || facts.unusable.is_some() {
+        // An empty or unusable fact set floors to `ask` (never allow), and
+        // so does one of bare bash words only (a bare word is a fact only
+        // where a specific path deny/ask rule names it, and `"*"` names
+        // none); any judged fact set is denied.
+        let nothing_to_judge = facts.intents.iter().all(|i| i.bare_word);
+        if nothing_to_judge || facts.unusable.is_some() {
             prop_assert_eq!(judgment.state, PermissionState::Ask);
         } else {
             prop_assert_eq!(judgment.state, PermissionState::Deny, "facts: {:?}", facts);
@@ -174,6 +183,8 @@ fn two_path_writes_no_rule_matched_is_ask_not_allow() {
         requester_cwd: "/work".into(),
         principal: principal(),
         floor: None,
+        word: None,
+        bare_word: false,
     };
     let facts = FactSet {
         tool: None,

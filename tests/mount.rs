@@ -512,8 +512,10 @@ fn bad_input_is_refused_and_changes_nothing() {
         errno_of(std::fs::write(session.join("notes.txt"), "x")),
         Some(libc::EACCES)
     );
+    // (A name with no suffix is a one-descriptor ask; a response is never
+    // created by its reader.)
     assert_eq!(
-        errno_of(std::fs::write(outbox.join("x.txt"), "x")),
+        errno_of(std::fs::write(outbox.join("x.response"), "x")),
         Some(libc::EINVAL)
     );
     assert_eq!(

@@ -117,6 +117,8 @@ fn resolve_line(
         "matchedPattern": decided.and_then(|c| c.matched_pattern.clone()),
         "origin": decided.map(|c| c.origin),
         "surface": decided.map(|c| c.surface.clone()),
+        "command": decided.and_then(|c| c.command.clone()),
+        "word": decided.and_then(|c| c.word.clone()),
         "reason": judgment.reason(),
         "matchValues": path_values,
         "facts": facts.intents,

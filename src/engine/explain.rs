@@ -2,7 +2,7 @@
 //! one won, and the layer each came from.
 
 use super::judge::{judge, Judgment};
-use crate::facts::bash::split_command;
+use crate::facts::bash::{enumerate, strip_leading_comments};
 use crate::facts::intent::directions_of;
 use crate::facts::request::FactSet;
 use crate::policy::{CompileError, CompiledRules};
@@ -23,18 +23,22 @@ pub fn explain(
             None => vec![intent.surface.clone()],
         };
         let values: Vec<String> = if intent.surface == "bash" {
-            let units = split_command(
-                intent
-                    .match_values
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or(""),
-            );
-            if units.is_empty() {
-                intent.match_values.clone()
-            } else {
-                units.into_iter().map(|u| u.text).collect()
+            let line = intent
+                .match_values
+                .first()
+                .map(String::as_str)
+                .unwrap_or("");
+            let mut values: Vec<String> = Vec::new();
+            for unit in enumerate(line).units {
+                if !values.contains(&unit.text) {
+                    values.push(unit.text);
+                }
             }
+            let whole = strip_leading_comments(line).to_string();
+            if !values.contains(&whole) {
+                values.push(whole);
+            }
+            values
         } else {
             intent.match_values.clone()
         };

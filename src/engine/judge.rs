@@ -8,7 +8,10 @@
 //! rule matched, and a bare directional family is the stricter of its two
 //! directions (a tie goes to `_read`).
 
-use crate::facts::bash::{is_trivially_empty, split_command, UNPARSEABLE_COMMAND};
+use crate::facts::bash::{
+    enumerate, is_trivially_empty, strip_leading_comments, UnitRole, UNPARSEABLE_COMMAND,
+    UNPARSED_SUBTREE,
+};
 use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
 use crate::facts::request::FactSet;
 use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
@@ -43,6 +46,9 @@ pub struct SurfaceCheck {
     /// The sentinel of a floor that turned `allow` into `ask`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<String>,
+    /// The bash word a path check was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub word: Option<String>,
 }
 
 /// The verdict on a whole fact set.
@@ -105,7 +111,7 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
     // No counted check (every fact a `path` surface no explicit rule
     // matched, say) means no rule spoke for the facts: a default `deny`
     // still denies, and anything else goes to a person — never `allow`.
-    let Some(decided) = decided_by else {
+    let Some(mut decided) = decided_by else {
         let strictest = checks
             .iter()
             .enumerate()
@@ -126,9 +132,19 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
             unjudgeable: Some("no rule decided any of the facts: floored to ask".into()),
         });
     };
+    if facts.tool.as_deref() == Some("bash") && checks[decided].state == PermissionState::Allow {
+        // When a bash line's path words all allow, the reference's bash path
+        // gates step aside and the command gate answers: report the command.
+        if let Some(command) = checks
+            .iter()
+            .rposition(|c| c.counted && c.family == Family::Bash)
+        {
+            decided = command;
+        }
+    }
     Ok(Judgment {
         state: checks[decided].state,
-        decided_by,
+        decided_by: Some(decided),
         checks,
         unjudgeable: None,
     })
@@ -139,6 +155,28 @@ fn check_intent(
     intent: &AccessIntent,
 ) -> Result<SurfaceCheck, CompileError> {
     let surface = intent.surface.as_str();
+    if intent.bare_word {
+        let word = intent.word.as_deref().unwrap_or_default();
+        if !bare_word_promoted(stack, word)? {
+            // Not a path as far as this node's rules go: not judged.
+            let mut check = from_verdict(
+                intent,
+                surface,
+                RuleVerdict {
+                    rule: crate::policy::Rule::new(
+                        surface,
+                        "*",
+                        PermissionState::Allow,
+                        Origin::Builtin,
+                    )
+                    .with_layer(RuleLayer::Default),
+                    matched_value: word.to_string(),
+                },
+            );
+            check.counted = false;
+            return Ok(check);
+        }
+    }
     let mut check = if surface == "bash" {
         check_bash(stack, intent)?
     } else if let Some(directions) = directions_of(surface) {
@@ -195,6 +233,7 @@ fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict)
         reason: verdict.rule.reason,
         command: None,
         floor: None,
+        word: intent.word.clone(),
     }
 }
 
@@ -208,25 +247,24 @@ fn apply_floor(check: &mut SurfaceCheck, floor: &str) {
     }
 }
 
-/// `bash`: every command of the line is judged; the most restrictive unit
-/// answers (the first one on a tie). Wrappers and unparsed syntax floor.
+/// `bash`: the most restrictive of every command the line runs (see
+/// [`crate::facts::bash::enumerate`] for how each unit counts), the whole
+/// line where a specific rule names it, and a floor for a line the grammar
+/// could not fully read. A line with content but no command asks.
 fn check_bash(
     stack: &[&CompiledRules],
     intent: &AccessIntent,
 ) -> Result<SurfaceCheck, CompileError> {
     let command = intent.match_values.first().cloned().unwrap_or_default();
-    let whole = |stack: &[&CompiledRules]| -> Result<SurfaceCheck, CompileError> {
-        let mut check = from_verdict(
-            intent,
-            "bash",
-            evaluate_first(stack, "bash", std::slice::from_ref(&command))?,
-        );
-        check.command = Some(command.clone());
+    let evaluate = |text: &str| -> Result<SurfaceCheck, CompileError> {
+        let value = [text.to_string()];
+        let mut check = from_verdict(intent, "bash", evaluate_first(stack, "bash", &value)?);
+        check.command = Some(text.to_string());
         Ok(check)
     };
-    let units = split_command(&command);
-    if units.is_empty() {
-        let mut check = whole(stack)?;
+    let enumeration = enumerate(&command);
+    if enumeration.has_no_command() {
+        let mut check = evaluate(&command)?;
         if is_trivially_empty(&command) || check.state == PermissionState::Deny {
             return Ok(check);
         }
@@ -236,24 +274,115 @@ fn check_bash(
         return Ok(check);
     }
     let mut best: Option<SurfaceCheck> = None;
-    for unit in units {
-        let mut check = from_verdict(
-            intent,
-            "bash",
-            evaluate_first(stack, "bash", std::slice::from_ref(&unit.text))?,
-        );
-        check.command = Some(unit.text.clone());
-        if let Some(floor) = unit.floor {
-            apply_floor(&mut check, floor);
-        }
+    let mut consider = |check: SurfaceCheck| {
         if best.as_ref().is_none_or(|b| check.state > b.state) {
             best = Some(check);
         }
+    };
+    // The reference's units first, so a tie names what the reference names.
+    let full = || {
+        enumeration
+            .units
+            .iter()
+            .filter(|u| u.role == UnitRole::Full)
+    };
+    for unit in full() {
+        let mut check = evaluate(&unit.text)?;
+        if let Some(floor) = unit.floor {
+            apply_floor(&mut check, floor);
+        }
+        consider(check);
+    }
+    // A command typed with its home spelled `~`, `$HOME` or `${HOME}` is
+    // also matched with the home written out, as home-anchored rules are
+    // (newer upstream); only a specific rule counts, so a spelling can make
+    // the verdict stricter, never looser than the typed text's.
+    let home = stack
+        .first()
+        .map(|rules| rules.home())
+        .filter(|_| home_spelling_allowed(&command));
+    for unit in full() {
+        let Some(spelled) = home.and_then(|h| spell_home(&unit.text, h)) else {
+            continue;
+        };
+        let check = evaluate(&spelled)?;
+        if is_specific(&check) {
+            consider(check);
+        }
+    }
+    for unit in enumeration
+        .units
+        .iter()
+        .filter(|u| u.role != UnitRole::Full)
+    {
+        let check = evaluate(&unit.text)?;
+        let counts = match unit.role {
+            UnitRole::Specific => is_specific(&check),
+            _ => check.state == PermissionState::Deny,
+        };
+        if counts {
+            consider(check);
+        }
+    }
+    let line = strip_leading_comments(&command);
+    if !line.is_empty() && !enumeration.units.iter().any(|u| u.text == line) {
+        let check = evaluate(line)?;
+        if is_specific(&check) {
+            consider(check);
+        }
+    }
+    if enumeration.unparsed {
+        // Part of the line was not understood: no rule may allow it alone.
+        let mut check = evaluate(&command)?;
+        apply_floor(&mut check, UNPARSED_SUBTREE);
+        consider(check);
     }
     match best {
         Some(check) => Ok(check),
-        None => whole(stack),
+        None => evaluate(&command),
     }
+}
+
+/// Home spellings are trusted only while the line leaves `HOME` alone
+/// (`HOME=/tmp/evil; ~/bin/tool` runs another file).
+fn home_spelling_allowed(command: &str) -> bool {
+    (command.contains('~') || command.contains("$HOME") || command.contains("${HOME}"))
+        && !command.contains("HOME=")
+}
+
+/// The unit with its leading home spelling written out, if it has one.
+fn spell_home(text: &str, home: &str) -> Option<String> {
+    ["~/", "$HOME/", "${HOME}/"]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix))
+        .map(|rest| format!("{}/{rest}", home.trim_end_matches('/')))
+}
+
+/// A verdict a rule written for this text gave: a config or session rule
+/// other than the catch-all `*`. Supplementary views of a line (the whole
+/// line, a statement with its redirects) count only then, so the catch-all
+/// never judges more text than the reference does.
+fn is_specific(check: &SurfaceCheck) -> bool {
+    check.floor.is_none() && check.matched_pattern.as_deref().is_some_and(|p| p != "*")
+}
+
+/// Whether a bare bash word is named by a specific `path` deny or ask rule
+/// of the config (never a grant, never `*`), the reference's promotion test.
+fn bare_word_promoted(stack: &[&CompiledRules], word: &str) -> Result<bool, CompileError> {
+    for list in stack {
+        for surface in ["path_read", "path_write"] {
+            for index in list.all_matches(surface, word)? {
+                let rule = list.rule(index);
+                if rule.layer == RuleLayer::Config
+                    && rule.pattern != "*"
+                    && rule.action != PermissionState::Allow
+                {
+                    return Ok(true);
+                }
+            }
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -301,6 +430,40 @@ mod tests {
     }
 
     #[test]
+    fn a_line_the_grammar_chokes_on_asks_quickly() {
+        // 40 KiB of `a|a|…` takes tree-sitter-bash tens of seconds: the parse
+        // budget gives up and the line floors to ask.
+        let config = rules(json!({"bash": {"*": "allow"}}));
+        let line = "a|".repeat(20_000);
+        let started = std::time::Instant::now();
+        let verdict = bash(&config, &line);
+        assert_eq!(verdict.state, PermissionState::Ask);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn home_spelled_commands_meet_home_anchored_denies() {
+        let config = rules(json!({"bash": {"*": "allow", "~/bin/danger *": "deny"}}));
+        for typed in [
+            "~/bin/danger --now",
+            "$HOME/bin/danger --now",
+            "${HOME}/bin/danger --now",
+        ] {
+            let verdict = bash(&config, typed);
+            assert_eq!(verdict.state, PermissionState::Deny, "{typed}");
+        }
+        assert_eq!(
+            bash(&config, "HOME=/tmp/evil; ~/bin/danger --now").state,
+            PermissionState::Allow,
+            "a rebound HOME is not the home the rule names"
+        );
+        // Never looser than the typed text: an allow on the spelling does
+        // not lift the catch-all's ask.
+        let config = rules(json!({"bash": {"*": "ask", "~/bin/tool": "allow"}}));
+        assert_eq!(bash(&config, "~/bin/tool").state, PermissionState::Ask);
+    }
+
+    #[test]
     fn wrappers_floor_allow_but_not_deny() {
         let config = rules(json!({"bash": {"*": "allow", "sudo rm *": "deny"}}));
         let verdict = bash(&config, "sudo ls");
@@ -319,7 +482,7 @@ mod tests {
         assert_eq!(verdict.state, PermissionState::Ask);
         assert_eq!(
             verdict.checks[0].matched_pattern.as_deref(),
-            Some("<unparseable-bash-command>")
+            Some("<unparsed-bash-subtree>")
         );
         assert_eq!(
             bash(&config, "# only a comment").state,

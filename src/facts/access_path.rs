@@ -35,6 +35,13 @@ pub fn clean_literal(value: &str, home: &str) -> String {
 impl AccessPath {
     /// `cwd` must be absolute.
     pub fn for_path(value: &str, cwd: &str, home: &str) -> Self {
+        Self::for_path_in(value, cwd, cwd, home)
+    }
+
+    /// A path typed where the working directory was `base` (a bash word
+    /// after `cd`), its cwd-relative alias still taken against the
+    /// session's `cwd`. Both must be absolute.
+    pub fn for_path_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let literal = clean_literal(value, home);
         if literal.is_empty() {
             return Self {
@@ -42,7 +49,7 @@ impl AccessPath {
                 boundary: String::new(),
             };
         }
-        let absolute = resolve(cwd, &literal);
+        let absolute = resolve(base, &literal);
         let boundary = canonicalize_lenient(&absolute);
         let mut aliases: Vec<String> = Vec::with_capacity(4);
         if literal == "*" {
@@ -68,6 +75,51 @@ impl AccessPath {
         Self {
             match_values,
             boundary,
+        }
+    }
+
+    /// [`Self::for_path_in`] without the symlink-resolved alias: the
+    /// lexical absolute form stands for it. For a bare bash word (`commit`,
+    /// `main`), which most words of a line are and which counts only when a
+    /// specific rule names the word itself: resolving each would cost a
+    /// `realpath` per word on every ask.
+    pub fn for_word_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        let literal = clean_literal(value, home);
+        if literal.is_empty() {
+            return Self {
+                match_values: Vec::new(),
+                boundary: String::new(),
+            };
+        }
+        let absolute = resolve(base, &literal);
+        let mut match_values = vec![absolute.clone()];
+        let lexical_cwd = resolve(cwd, cwd);
+        if is_within(&lexical_cwd, &absolute) {
+            let rel = relative(&lexical_cwd, &absolute);
+            if !rel.is_empty() && !match_values.contains(&rel) {
+                match_values.push(rel);
+            }
+        }
+        if !match_values.contains(&literal) {
+            match_values.push(literal);
+        }
+        Self {
+            match_values,
+            boundary: absolute,
+        }
+    }
+
+    /// Only the literal, for a word whose directory is unknown (after a
+    /// computed `cd`): no absolute alias that could match a rule by
+    /// accident, and no boundary.
+    pub fn for_literal(literal: &str) -> Self {
+        Self {
+            match_values: if literal.is_empty() {
+                Vec::new()
+            } else {
+                vec![literal.to_string()]
+            },
+            boundary: String::new(),
         }
     }
 

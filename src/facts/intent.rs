@@ -29,6 +29,16 @@ pub struct AccessIntent {
     /// `allow` rule may then not answer alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<String>,
+    /// The bash word a path intent was read from (`cat src/.env` gives
+    /// `src/.env`), so a person sees which word decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word: Option<String>,
+    /// A bare bash word (`id_rsa`, no path shape): judged only where a
+    /// specific `path` deny or ask rule names the word itself, as the
+    /// reference promotes such words. The judging node decides, with its
+    /// own rules.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bare_word: bool,
 }
 
 /// Surfaces whose values are paths (alias sets, judged with rule order

@@ -6,6 +6,7 @@
 //! are fixed here, at the asking session, with its cwd.
 
 use super::access_path::{canonical_cwd, AccessPath};
+use super::bash::bash_paths;
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{home_dir, resolve};
 use serde_json::Value;
@@ -236,6 +237,8 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
                 // stamps the real principal.
                 principal: Principal::default(),
                 floor,
+                word: None,
+                bare_word: false,
             })
         })
         .collect()
@@ -385,6 +388,8 @@ impl Requester {
             requester_cwd: self.cwd.clone(),
             principal: self.principal.clone(),
             floor: None,
+            word: None,
+            bare_word: false,
         }
     }
 
@@ -396,6 +401,8 @@ impl Requester {
             requester_cwd: self.cwd.clone(),
             principal: self.principal.clone(),
             floor: None,
+            word: None,
+            bare_word: false,
         }
     }
 
@@ -425,6 +432,15 @@ impl Requester {
                 intents.push(self.path_intent(&format!("external_directory{suffix}"), path));
             }
         }
+        if tool == "bash" {
+            intents.extend(
+                self.bash_path_intents(
+                    string_field(input, "command")
+                        .as_deref()
+                        .unwrap_or_default(),
+                ),
+            );
+        }
         let tool_intent = match tool {
             "bash" => self.plain_intent(
                 "bash",
@@ -447,6 +463,36 @@ impl Requester {
             intents,
             unusable: None,
         }
+    }
+}
+
+impl Requester {
+    /// The reference's two bash path gates as facts: every word resolving
+    /// outside the cwd on `external_directory`, then every path word (and
+    /// bare word, marked) on `path`, each naming its word. Resolved here,
+    /// with this session's cwd and symlinks, so ancestors judge the same
+    /// paths. A line that cannot be parsed gives none: its `bash` check
+    /// floors to `ask` on its own.
+    fn bash_path_intents(&self, command: &str) -> Vec<AccessIntent> {
+        if command.trim().is_empty() {
+            return Vec::new();
+        }
+        let Some(paths) = bash_paths(command, &self.cwd, &self.canonical_cwd, &self.home) else {
+            return Vec::new();
+        };
+        let mut intents = Vec::with_capacity(paths.external.len() + paths.rule_words.len());
+        for (word, path) in &paths.external {
+            let mut intent = self.path_intent("external_directory", path);
+            intent.word = Some(word.clone());
+            intents.push(intent);
+        }
+        for rule_word in &paths.rule_words {
+            let mut intent = self.path_intent("path", &rule_word.path);
+            intent.word = Some(rule_word.token.clone());
+            intent.bare_word = rule_word.bare;
+            intents.push(intent);
+        }
+        intents
     }
 }
 
@@ -584,8 +630,16 @@ mod tests {
             tool: "bash".into(),
             input: json!({"command": "ls /etc"}),
         });
-        assert_eq!(surfaces(&facts), ["bash"]);
-        assert_eq!(facts.intents[0].boundary_value, None);
+        // The bash path gates: `/etc` is outside the cwd and a path word.
+        assert_eq!(surfaces(&facts), ["external_directory", "path", "bash"]);
+        assert_eq!(facts.intents[0].word.as_deref(), Some("/etc"));
+        assert_eq!(facts.intents[2].boundary_value, None);
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "bash".into(),
+            input: json!({"command": "git status"}),
+        });
+        assert_eq!(surfaces(&facts), ["path", "bash"]);
+        assert!(facts.intents[0].bare_word);
     }
 
     #[test]

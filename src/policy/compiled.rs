@@ -24,6 +24,9 @@ pub struct CompiledRules {
     /// Every distinct surface key, compiled, with the rules that carry it.
     surface_keys: Vec<SurfaceKey>,
     by_surface: RwLock<HashMap<String, Arc<SurfaceIndex>>>,
+    /// The home `~` / `$HOME` expanded to in the patterns, so a value can
+    /// be spelled with the same home (a bash command typed with `~/`).
+    home: String,
 }
 
 #[derive(Debug)]
@@ -102,7 +105,13 @@ impl CompiledRules {
             pattern_globs,
             surface_keys,
             by_surface: RwLock::new(HashMap::new()),
+            home: home.to_string(),
         })
+    }
+
+    /// The home the patterns were compiled with.
+    pub fn home(&self) -> &str {
+        &self.home
     }
 
     pub fn rules(&self) -> &[Rule] {

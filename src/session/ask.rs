@@ -18,13 +18,27 @@ pub enum DecidedBy {
         surface: String,
         pattern: Option<String>,
         origin: Origin,
+        /// The bash command (unit) that decided, so a person sees why.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        /// The bash path word that decided.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        word: Option<String>,
     },
     SessionApproval {
         surface: String,
         pattern: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        word: Option<String>,
     },
     Yolo {
         pattern: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        word: Option<String>,
     },
     User {
         session: String,

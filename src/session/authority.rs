@@ -15,7 +15,7 @@ use super::access::{check_spawn, Caller, SpawnRefusal, Standing};
 use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
 use super::tree::{is_valid_name, Grant, SessionId, SessionTree, SpawnSpec};
 use crate::engine::{judge, Judgment};
-use crate::facts::intent::{directions_of, is_path_surface, Principal};
+use crate::facts::intent::{directions_of, is_path_surface, Family, Principal};
 use crate::facts::path_text::home_dir;
 use crate::facts::request::{Request, Requester};
 use crate::policy::layers::PolicyLoader;
@@ -1277,14 +1277,20 @@ fn decided_by_for(judgment: &Judgment) -> DecidedBy {
         Some(check) if check.layer == RuleLayer::Session => DecidedBy::SessionApproval {
             surface: check.rule_surface.clone(),
             pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         Some(check) if check.origin == Origin::Yolo => DecidedBy::Yolo {
             pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         Some(check) => DecidedBy::Rule {
             surface: check.surface.clone(),
             pattern: check.matched_pattern.clone(),
             origin: check.origin,
+            command: check.command.clone(),
+            word: check.word.clone(),
         },
         None => DecidedBy::Escalated {
             reason: "no surface to judge".into(),
@@ -1312,6 +1318,13 @@ fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
     }
     let mut out = Vec::new();
     for intent in &ask.facts.intents {
+        // A bash line's path words: the reference grants the directories of
+        // its words outside the tree (its bash external-directory gate) but
+        // never a `path` grant per word, which would outrank a config deny
+        // (`*.env`) for the whole directory of every word the line names.
+        if intent.word.is_some() && Family::of(&intent.surface) == Family::Path {
+            continue;
+        }
         if !suggested.is_empty() {
             out.extend(
                 suggested
@@ -1731,6 +1744,49 @@ mod tests {
         );
         let report = super::super::audit::verify(&path).expect("verifies");
         assert_eq!((report.lines, report.torn_tail), (2, None));
+    }
+
+    #[test]
+    fn allowing_a_bash_line_for_the_session_grants_no_path_per_word() {
+        let (authority, dir) = authority(
+            r#"{"permission": {"*": "ask", "read": "allow", "path": {"*": "allow", "*.env": "deny"}}}"#,
+        );
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let child = authority
+            .spawn("main", "c", SpawnSpec::default(), root())
+            .expect("child");
+        let asked = authority
+            .submit(
+                &child,
+                "a",
+                br#"{"tool":"bash","input":{"command":"cat src/main.rs /var/log/x"}}"#,
+            )
+            .expect("ok");
+        authority
+            .decide("main", &asked, uid(0), "allow session")
+            .expect("decided");
+        let surfaces: Vec<String> = authority.grants("main")[0]
+            .rules
+            .iter()
+            .map(|r| r.surface.clone())
+            .collect();
+        assert!(
+            !surfaces.iter().any(|s| s.starts_with("path")),
+            "no path grant from a bash word: {surfaces:?}"
+        );
+        // The config's `*.env` deny still holds next to the approved line.
+        let read = authority
+            .submit(
+                &child,
+                "b",
+                br#"{"tool":"read","input":{"path":"src/.env"}}"#,
+            )
+            .expect("ok");
+        assert_eq!(
+            authority.response(&read).map(|r| r.outcome),
+            Some(Outcome::Deny)
+        );
     }
 
     #[test]
