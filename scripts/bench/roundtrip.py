@@ -8,12 +8,14 @@ Round trip: create + write + close `outbox/<rid>.request` with
 resolved inside close), then open + read to EOF + close `<rid>.response`.
 Baseline: open + read to EOF + close `MNT/README` on the same mount.
 
-Two variants; every iteration runs all four operations (rotating order) so
+Three variants; every iteration runs all six operations (rotating order) so
 drift on a shared machine hits every column alike:
-  dirfd  names resolved against a held directory fd (outbox/ and the mount
-         root): one lookup per open on both sides  <- the headline
-  paths  absolute paths, as `cat`/`echo >` use them: sessions/main/outbox/
-         adds three lookups per open (the mount's entry TTL is zero)
+  dirfd     names resolved against a held directory fd (outbox/ and the mount
+            root): one lookup per open on both sides  <- the headline
+  paths     absolute paths, as `cat`/`echo >` use them: sessions/main/outbox/
+            adds three lookups per open (the mount's entry TTL is zero)
+  exchange  the one-descriptor ask: open outbox/<rid> O_RDWR|O_CREAT|O_EXCL
+            (dirfd), write, read the answer, close
 The same Python loop on tmpfs bounds the interpreter's own overhead.
 Goal: round trip median <= 2.5x the baseline median.
 """
@@ -27,6 +29,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as b  # noqa: E402
 
 GOAL = 2.5
+
+
+def _exchange(outbox_fd: int, rid: str, body: bytes) -> bytes:
+    """The one-descriptor ask: create, write, read the answer, close."""
+    fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
+    os.write(fd, body)
+    data = b.read_all(fd)
+    os.close(fd)
+    return data
 
 
 def count_fuse_requests(body: bytes) -> dict:
@@ -51,6 +62,7 @@ def count_fuse_requests(body: bytes) -> dict:
                     b.read_all_close(os.open(outbox / f"p{i}.request", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), body),
                     b.read_all_close(os.open(outbox / f"p{i}.response", os.O_RDONLY)),
                 ),
+                "exchange dirfd": lambda i: _exchange(outbox_fd, f"x{i}", body),
             }
             log = m.tmp / "daemon.log"
             for i, (name, op) in enumerate(ops.items()):
@@ -109,6 +121,13 @@ def main() -> int:
             os.close(fd)
             return data
 
+        def ask_exchange(rid):
+            fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
+            os.write(fd, body)
+            data = b.read_all(fd)
+            os.close(fd)
+            return data
+
         def ask_paths(rid):
             fd = os.open(f"{outbox_path}/{rid}.request", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             os.write(fd, body)
@@ -125,6 +144,7 @@ def main() -> int:
             ask_dirfd(f"w{i}")
             baseline_paths()
             ask_paths(f"wp{i}")
+            ask_exchange(f"wx{i}")
 
         # All four operations in every iteration, in rotating order, so
         # drift (a shared VM) hits every column alike.
@@ -133,13 +153,15 @@ def main() -> int:
             ("dirfd", "round", lambda i: ask_dirfd(f"d{i}")),
             ("paths", "baseline", lambda i: baseline_paths()),
             ("paths", "round", lambda i: ask_paths(f"p{i}")),
+            ("exchange", "baseline", lambda i: baseline_dirfd()),
+            ("exchange", "round", lambda i: ask_exchange(f"x{i}")),
         ]
         times = {(v, k): [] for v, k, _ in ops}
         bad = 0
         with b.perf_record(m.pid, "roundtrip", args.profile):
             for i in range(args.iterations):
-                for j in range(4):
-                    variant, kind, op = ops[(i + j) % 4]
+                for j in range(len(ops)):
+                    variant, kind, op = ops[(i + j) % len(ops)]
                     t0 = now()
                     data = op(i)
                     times[(variant, kind)].append(now() - t0)
@@ -147,7 +169,7 @@ def main() -> int:
                         bad += 1
         if bad:
             raise SystemExit(f"{bad} round trips were not approved")
-        results = {v: (times[(v, "baseline")], times[(v, "round")]) for v in ("dirfd", "paths")}
+        results = {v: (times[(v, "baseline")], times[(v, "round")]) for v in ("dirfd", "paths", "exchange")}
 
         # The daemon's own CPU per operation (user / kernel), each kind alone.
         cpu_per_op = {}
@@ -196,7 +218,7 @@ def main() -> int:
     for name, kinds in counts.items():
         detail = " ".join(f"{k}x{v}" if v > 1 else k for k, v in kinds.items())
         print(f"  {name:<17} {sum(kinds.values()):>3}: {detail}")
-    print(f"iterations: {args.iterations} (after {args.warmup} warm-up), each running all four operations")
+    print(f"iterations: {args.iterations} (after {args.warmup} warm-up), each running all six operations")
     print(f"{'variant':<8} {'op':<10} {'median':>10} {'p99':>10} {'p99.9':>10} {'mean':>10}")
     for variant, (base_ns, ask_ns) in results.items():
         for label, values in (("baseline", base_ns), ("round", ask_ns)):
@@ -223,12 +245,14 @@ def main() -> int:
     print(f"daemon after {retained} asks: {threads} threads, VmRSS {rss:.1f} MiB")
     base_ns, ask_ns = results["dirfd"]
     pb, pa = results["paths"]
+    xb, xa = results["exchange"]
     r = b.pct(ask_ns, 50) / b.pct(base_ns, 50)
     rp = b.pct(pa, 50) / b.pct(pb, 50)
+    rx = b.pct(xa, 50) / b.pct(xb, 50)
     b.summary(
         "roundtrip",
         f"median {b.us(b.pct(ask_ns, 50))} vs {b.us(b.pct(base_ns, 50))} = {r:.2f}x (dirfd), "
-        f"{rp:.2f}x (paths); p99 {b.us(b.pct(ask_ns, 99))} vs {b.us(b.pct(base_ns, 99))}; "
+        f"{rp:.2f}x (paths), {rx:.2f}x (one-descriptor exchange); p99 {b.us(b.pct(ask_ns, 99))} vs {b.us(b.pct(base_ns, 99))}; "
         f"goal <= {GOAL}x {'met' if r <= GOAL else 'MISSED'} (dirfd), {'met' if rp <= GOAL else 'MISSED'} (paths)",
     )
     return 0
