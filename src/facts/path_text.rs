@@ -1,8 +1,8 @@
 //! Pure string operations on POSIX paths: home expansion and lexical
 //! normalization, with the semantics of Node's `path` module. Home
-//! expansion follows the reference for `~` and `$HOME` and, as permfs's
-//! engine issue asks, also expands `${HOME}` (the reference leaves that
-//! spelling literal).
+//! expansion follows the reference: `~` and `$HOME` expand, `${HOME}` is
+//! literal in a path an agent typed. (A deny *pattern* written with
+//! `${HOME}` also matches the expanded home: see `policy::wildcard`.)
 
 use std::path::PathBuf;
 
@@ -30,12 +30,22 @@ fn passwd_home() -> Option<String> {
     }
 }
 
-/// Expands a leading `~`, `$HOME` or `${HOME}` (alone or followed by `/`).
-/// Everything else is returned unchanged: a `~user` or a `$HOME` in the
-/// middle is literal, as in the reference.
+/// Expands a leading `~` or `$HOME` (alone or followed by `/`), as the
+/// reference does. Everything else is returned unchanged: a `~user`, a
+/// `$HOME` in the middle and `${HOME}` are literal, as in the reference.
 pub fn expand_home(text: &str, home: &str) -> String {
-    for prefix in ["~", "$HOME", "${HOME}"] {
-        if text == prefix {
+    expand_prefixes(text, home, &["~", "$HOME"])
+}
+
+/// [`expand_home`], and a leading `${HOME}` too: for the spellings a
+/// person means as their home where reading it so can only add a refusal.
+pub fn expand_home_braced(text: &str, home: &str) -> String {
+    expand_prefixes(text, home, &["~", "$HOME", "${HOME}"])
+}
+
+fn expand_prefixes(text: &str, home: &str, prefixes: &[&str]) -> String {
+    for prefix in prefixes {
+        if text == *prefix {
             return home.to_string();
         }
         if let Some(rest) = text.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) {
@@ -194,7 +204,12 @@ mod tests {
         assert_eq!(expand_home("~", home), "/home/u");
         assert_eq!(expand_home("~/x/*", home), "/home/u/x/*");
         assert_eq!(expand_home("$HOME/x", home), "/home/u/x");
-        assert_eq!(expand_home("${HOME}/x", home), "/home/u/x");
+        assert_eq!(
+            expand_home("${HOME}/x", home),
+            "${HOME}/x",
+            "literal, as the reference"
+        );
+        assert_eq!(expand_home_braced("${HOME}/x", home), "/home/u/x");
         assert_eq!(expand_home("a/~/x", home), "a/~/x");
         assert_eq!(expand_home("~user/x", home), "~user/x");
         assert_eq!(expand_home("$HOMEDIR", home), "$HOMEDIR");

@@ -432,20 +432,16 @@ impl Requester {
                 intents.push(self.path_intent(&format!("external_directory{suffix}"), path));
             }
         }
+        // The reference's gate reads the command trimmed, and a blank one
+        // as the empty line (`getNonEmptyString`).
+        let command = string_field(input, "command")
+            .map(|c| c.trim().to_string())
+            .unwrap_or_default();
         if tool == "bash" {
-            intents.extend(
-                self.bash_path_intents(
-                    string_field(input, "command")
-                        .as_deref()
-                        .unwrap_or_default(),
-                ),
-            );
+            intents.extend(self.bash_path_intents(&command));
         }
         let tool_intent = match tool {
-            "bash" => self.plain_intent(
-                "bash",
-                vec![string_field(input, "command").unwrap_or_default()],
-            ),
+            "bash" => self.plain_intent("bash", vec![command]),
             "mcp" => self.plain_intent("mcp", mcp_candidates(input)),
             "skill" => self.plain_intent(
                 "skill",

@@ -73,8 +73,13 @@ impl CompiledRules {
         let mut key_positions: HashMap<&str, usize> = HashMap::new();
         let mut surface_keys: Vec<(String, Vec<usize>)> = Vec::new();
         for (index, rule) in rules.iter().enumerate() {
+            let braced = if rule.action == super::PermissionState::Deny {
+                wildcard::Braced::AlsoExpanded
+            } else {
+                wildcard::Braced::Literal
+            };
             pattern_globs
-                .push(wildcard::compile(&rule.pattern, home).map_err(|e| error(rule, &e))?);
+                .push(wildcard::compile(&rule.pattern, home, braced).map_err(|e| error(rule, &e))?);
             let position = *key_positions
                 .entry(rule.surface.as_str())
                 .or_insert_with(|| {
@@ -90,7 +95,9 @@ impl CompiledRules {
                 // (no home expansion applies to a surface name).
                 let mut builder = GlobSetBuilder::new();
                 let first = members[0];
-                for glob in wildcard::compile(&key, "").map_err(|e| error(&rules[first], &e))? {
+                let globs = wildcard::compile(&key, "", wildcard::Braced::Literal)
+                    .map_err(|e| error(&rules[first], &e))?;
+                for glob in globs {
                     builder.add(glob);
                 }
                 let matcher = builder.build().map_err(|e| error(&rules[first], &e))?;

@@ -4,22 +4,45 @@
 //! is exactly one character, runs of `*` mean the same as one, everything
 //! else is literal (`[`, `]`, `{`, `}`, `\` included), and matching is
 //! anchored. A pattern ending in ` *` also matches without its trailing
-//! part (`git *` matches `git`), so it compiles to two globs. `~`, `$HOME`
-//! and `${HOME}` expand at the start.
+//! part (`git *` matches `git`), so it compiles to two globs. `~` and
+//! `$HOME` expand at the start, as in the reference, which reads `${HOME}`
+//! literally. A pattern a person wrote with `${HOME}` almost surely means
+//! their home, so a **deny** pattern also matches that reading
+//! ([`Braced::AlsoExpanded`]): matching more can only refuse more. An allow
+//! or ask pattern keeps the reference's literal reading, since an ask that
+//! newly matched could override an earlier deny.
 //!
 //! Going through `globset` rather than one regex per rule is what lets a
 //! `GlobSet` report every matching rule of a surface in one pass.
 
-use crate::facts::path_text::expand_home;
+use crate::facts::path_text::{expand_home, expand_home_braced};
 use globset::{Glob, GlobBuilder};
+
+/// How a leading `${HOME}` in a pattern is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Braced {
+    /// Literally, as the reference reads it.
+    Literal,
+    /// Literally and as the home directory (for deny patterns).
+    AlsoExpanded,
+}
 
 /// Translates one wildcard pattern into the globs that together match
 /// exactly what the pattern matches.
-pub fn compile(pattern: &str, home: &str) -> Result<Vec<Glob>, globset::Error> {
-    let expanded = expand_home(pattern, home);
-    let mut globs = vec![build(&expanded)?];
-    if let Some(head) = optional_tail_head(&expanded) {
-        globs.push(build(head)?);
+pub fn compile(pattern: &str, home: &str, braced: Braced) -> Result<Vec<Glob>, globset::Error> {
+    let mut readings = vec![expand_home(pattern, home)];
+    if braced == Braced::AlsoExpanded {
+        let expanded = expand_home_braced(pattern, home);
+        if expanded != readings[0] {
+            readings.push(expanded);
+        }
+    }
+    let mut globs = Vec::with_capacity(readings.len() * 2);
+    for reading in &readings {
+        globs.push(build(reading)?);
+        if let Some(head) = optional_tail_head(reading) {
+            globs.push(build(head)?);
+        }
     }
     Ok(globs)
 }
@@ -73,7 +96,7 @@ mod tests {
 
     fn matches(pattern: &str, value: &str) -> bool {
         let mut builder = GlobSetBuilder::new();
-        for glob in compile(pattern, "/home/u").expect("pattern compiles") {
+        for glob in compile(pattern, "/home/u", Braced::Literal).expect("pattern compiles") {
             builder.add(glob);
         }
         builder.build().expect("set builds").is_match(value)
@@ -109,7 +132,8 @@ mod tests {
             ("*", "line1\nline2", true),
             ("~/x/*", "/home/u/x/y", true),
             ("$HOME/x", "/home/u/x", true),
-            ("${HOME}", "/home/u", true),
+            ("${HOME}", "/home/u", false),
+            ("${HOME}/x", "${HOME}/x", true),
             ("~", "~", false),
             ("", "", true),
             ("", "x", false),
@@ -127,5 +151,22 @@ mod tests {
                 "pattern {pattern:?} against {value:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_braced_home_deny_pattern_matches_both_readings() {
+        let set = |braced| {
+            let mut builder = GlobSetBuilder::new();
+            for glob in compile("${HOME}/.ssh/*", "/home/u", braced).expect("compiles") {
+                builder.add(glob);
+            }
+            builder.build().expect("set")
+        };
+        let deny = set(Braced::AlsoExpanded);
+        assert!(deny.is_match("/home/u/.ssh/id_rsa"));
+        assert!(deny.is_match("${HOME}/.ssh/id_rsa"));
+        let allow = set(Braced::Literal);
+        assert!(!allow.is_match("/home/u/.ssh/id_rsa"));
+        assert!(allow.is_match("${HOME}/.ssh/id_rsa"));
     }
 }
