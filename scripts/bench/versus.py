@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Two permfs binaries side by side: what a change cost the ask.
+
+    scripts/bench/versus.py --old /path/to/old/permfs [--new target/release/permfs]
+                            [--iterations 2000] [--repetitions 3]
+
+Mounts both binaries at once (same config, same machine, same moment) and,
+in every iteration, runs on each mount in rotating order:
+  read    open + read + close of MNT/README (the baseline of that mount)
+  ask     the two-file ask: create + write + close outbox/<rid>.request,
+          open + read + close <rid>.response (a rule allows it)
+and on the new mount also
+  exchange  the one-descriptor ask (outbox/<rid>, O_RDWR: write, read, close)
+Names are resolved against held directory fds. Each repetition reports
+medians; the summary is the median over repetitions of each figure, with
+the machine's busy share before each repetition (a busy machine makes every
+figure noisier, not one side slower: the sides are interleaved).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as b  # noqa: E402
+
+CONFIG = {"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}
+
+
+def mount_with(binary: str) -> b.Mount:
+    os.environ["PERMFS_BIN"] = binary
+    return b.Mount(config=CONFIG)
+
+
+def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep: int) -> dict:
+    body = b.request_bytes("git status")
+    now = b.now_ns
+    with mount_with(old_bin) as old, mount_with(new_bin) as new:
+        sides = {}
+        for name, m in (("old", old), ("new", new)):
+            sides[name] = (
+                os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY),
+                os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY),
+            )
+
+        def read(side):
+            root_fd, _ = sides[side]
+            return b.read_all_close(os.open("README", os.O_RDONLY, dir_fd=root_fd))
+
+        def ask(side, rid):
+            _, outbox_fd = sides[side]
+            b.submit(outbox_fd, rid, body)
+            return b.response(outbox_fd, rid)
+
+        def exchange(rid):
+            _, outbox_fd = sides["new"]
+            fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
+            os.write(fd, body)
+            data = b.read_all(fd)
+            os.close(fd)
+            return data
+
+        ops = [
+            ("old read", lambda i: read("old")),
+            ("old ask", lambda i: ask("old", f"r{rep}-{i}")),
+            ("new read", lambda i: read("new")),
+            ("new ask", lambda i: ask("new", f"r{rep}-{i}")),
+            ("new exchange", lambda i: exchange(f"x{rep}-{i}")),
+        ]
+        for i in range(warmup):
+            for _, op in ops:
+                op(-1 - i)
+        times = {name: [] for name, _ in ops}
+        for i in range(iterations):
+            for j in range(len(ops)):
+                name, op = ops[(i + j) % len(ops)]
+                t0 = now()
+                data = op(i)
+                times[name].append(now() - t0)
+                if name != "old read" and name != "new read" and b'"approved": true' not in data:
+                    raise SystemExit(f"{name} was not approved: {data[:300]!r}")
+        for root_fd, outbox_fd in sides.values():
+            os.close(root_fd)
+            os.close(outbox_fd)
+    return {name: b.pct(values, 50) for name, values in times.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--old", required=True, help="the baseline binary")
+    parser.add_argument("--new", default=str(b.REPO / "target/release/permfs"))
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--repetitions", type=int, default=3)
+    args = parser.parse_args()
+    print(f"machine: {b.machine()}")
+    print(f"old: {args.old}\nnew: {args.new}")
+    reps = []
+    for rep in range(args.repetitions):
+        busy = b.other_cpu_busy()
+        medians = one_repetition(args.old, args.new, args.iterations, args.warmup, rep)
+        reps.append(medians)
+        line = ", ".join(f"{k} {b.us(v)}" for k, v in medians.items())
+        print(f"repetition {rep + 1}: machine busy {busy:.0f}% before; medians: {line}")
+
+    def med(key):
+        return statistics.median(r[key] for r in reps)
+
+    def ratio(a, c):
+        return statistics.median(r[a] / r[c] for r in reps)
+
+    print(f"median of {args.repetitions} repetitions x {args.iterations} iterations:")
+    for key in reps[0]:
+        print(f"  {key:<14} {b.us(med(key)):>10}")
+    print(f"  old ask / old read        {ratio('old ask', 'old read'):.2f}x")
+    print(f"  new ask / new read        {ratio('new ask', 'new read'):.2f}x")
+    print(f"  new exchange / new read   {ratio('new exchange', 'new read'):.2f}x")
+    print(f"  new ask / old ask         {ratio('new ask', 'old ask'):.2f}x")
+    print(f"  new exchange / old ask    {ratio('new exchange', 'old ask'):.2f}x")
+    b.summary(
+        "versus",
+        f"two-file ask new/old {ratio('new ask', 'old ask'):.2f}x; ask/README old {ratio('old ask', 'old read'):.2f}x, "
+        f"new {ratio('new ask', 'new read'):.2f}x; one-descriptor ask {ratio('new exchange', 'new read'):.2f}x README, "
+        f"{ratio('new exchange', 'old ask'):.2f}x the old two-file ask",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
