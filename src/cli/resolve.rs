@@ -52,29 +52,41 @@ pub fn run(args: ResolveArgs) -> i32 {
         .as_ref()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_else(|| ".".into());
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // Answers are buffered and flushed whenever the input has nothing more
+    // buffered (the next read may block): a pipeline of many lines costs one
+    // write per batch, and a line typed by hand is still answered at once.
+    let mut input = std::io::BufReader::new(std::io::stdin().lock());
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut failed = false;
-    for (number, line) in stdin.lock().lines().enumerate() {
-        let line = match line {
-            Ok(line) => line,
+    let mut line = String::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        match input.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => number += 1,
             Err(error) => {
                 eprintln!("permfs resolve: cannot read stdin: {error}");
                 return 1;
             }
-        };
-        if line.trim().is_empty() {
-            continue;
         }
-        let answer =
-            resolve_line(&loader, &cwd, args.agent.as_deref(), &line).unwrap_or_else(|error| {
-                failed = true;
-                json!({"line": number + 1, "error": error})
-            });
-        if writeln!(out, "{answer}").is_err() {
+        let text = line.trim_end_matches(['\n', '\r']);
+        if !text.trim().is_empty() {
+            let answer =
+                resolve_line(&loader, &cwd, args.agent.as_deref(), text).unwrap_or_else(|error| {
+                    failed = true;
+                    json!({"line": number, "error": error})
+                });
+            if writeln!(out, "{answer}").is_err() {
+                return 1;
+            }
+        }
+        if input.buffer().is_empty() && out.flush().is_err() {
             return 1;
         }
+    }
+    if out.flush().is_err() {
+        return 1;
     }
     i32::from(failed)
 }

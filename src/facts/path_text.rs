@@ -153,7 +153,23 @@ pub fn is_within(dir: &str, path: &str) -> bool {
 pub fn canonicalize_lenient(absolute: &str) -> String {
     let mut existing = PathBuf::from(absolute);
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
+    let missing = |e: &std::io::Error| {
+        e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+    };
     loop {
+        // One `lstat` tells a missing path without `realpath`'s readlink of
+        // every component: most paths an agent asks about to write do not
+        // exist yet, and each missing level used to cost a full walk.
+        if std::fs::symlink_metadata(&existing).is_err_and(|e| missing(&e)) {
+            match (existing.file_name(), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    tail.push(name.to_os_string());
+                    existing = parent.to_path_buf();
+                    continue;
+                }
+                _ => return absolute.to_string(),
+            }
+        }
         match std::fs::canonicalize(&existing) {
             Ok(real) => {
                 let mut out = real;
@@ -164,9 +180,7 @@ pub fn canonicalize_lenient(absolute: &str) -> String {
             }
             // Only a missing component means "try the parent"; a loop or a
             // permission error keeps the lexical path, as the reference does.
-            Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    || e.raw_os_error() == Some(libc::ENOTDIR) => {}
+            Err(e) if missing(&e) => {}
             Err(_) => return absolute.to_string(),
         }
         match (existing.file_name(), existing.parent()) {
