@@ -472,3 +472,51 @@ fn a_stranger_can_read_what_is_public() {
     assert_ok(&outcomes, "readme");
     assert_ok(&outcomes, "session");
 }
+
+#[test]
+fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w interactive")
+        .expect("the operator spawns an interactive child");
+    let _pending = daemon.ask("main/w", "p", r#"{"surface":"bash","value":"make"}"#);
+    eventually("the ask waits in w's inbox", || {
+        daemon.inbox("main/w").len() == 1
+    });
+    let ask = daemon.inbox("main/w")[0].clone();
+    let output = in_sandbox(
+        &daemon,
+        "main/w",
+        &attempts(&[
+            ("pending", "cat pending".to_string()),
+            ("read-ask", format!("cat inbox/{ask}")),
+            ("widen", format!("echo \"allow session '*'\" > inbox/{ask}")),
+            (
+                "widen-json",
+                format!(
+                    "echo '{{\"decision\":\"allow session\",\"patterns\":[\"*\"]}}' > inbox/{ask}"
+                ),
+            ),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    for label in ["pending", "read-ask", "widen", "widen-json"] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    // A stranger uid in the daemon's namespace gets nothing either.
+    let main = daemon.session("main");
+    let output = as_uid(
+        STRANGER,
+        &attempts(&[("pending", format!("cat {}/pending", main.display()))]),
+    );
+    assert_refused(&outcomes_of(&output), "pending", DENIED);
+    assert_eq!(daemon.inbox("main/w"), vec![ask]);
+    assert_eq!(grants(&daemon, "main/w"), 0);
+    assert_eq!(grants(&daemon, "main"), 0);
+}
+
+fn outcomes_of(output: &Output) -> Vec<(String, String)> {
+    outcomes(output)
+}
