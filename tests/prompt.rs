@@ -107,6 +107,11 @@ impl Drop for Tmux {
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .output();
+        // tmux may leave its socket file behind.
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let base = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".into());
+        let _ = std::fs::remove_file(format!("{base}/tmux-{uid}/{}", self.socket));
     }
 }
 
