@@ -840,3 +840,54 @@ fn pending_lists_every_ask_below_oldest_first_and_refusals_are_readable() {
             .expect("JSON");
     assert_eq!(after["pending"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn global_config_edits_take_effect_and_an_invalid_edit_fails_closed() {
+    let daemon = Daemon::start(CONFIG, None);
+    let config = daemon.dir.path().join("config.json");
+    let rules = daemon.session("main").join("rules.json");
+    let status = r#"{"surface":"bash","value":"git status"}"#;
+    assert_eq!(
+        daemon.response(&daemon.ask("main", "s1", status))["outcome"],
+        "allow"
+    );
+
+    // Make is allowed by an edit, picked up without a restart.
+    std::fs::write(
+        &config,
+        r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow", "make": "allow"}}}"#,
+    )
+    .expect("config edited");
+    let query = daemon.session("main").join("query");
+    eventually("the edit is picked up", || {
+        common::dry_run(&query, r#"{"surface":"bash","value":"make"}"#)["verdict"]["state"]
+            == "allow"
+    });
+
+    // An invalid edit: what was allowed now asks, and rules.json says why.
+    std::fs::write(&config, r#"{"permission": {"bash": "allow""#).expect("broken");
+    eventually("the floor is in place", || {
+        std::fs::read_to_string(&rules).is_ok_and(|r| {
+            r.contains("invalid global configuration") && r.contains("\"failedClosed\": true")
+        })
+    });
+    let floored = daemon.ask("main", "s2", status);
+    eventually("the ask waits for a person", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(daemon.session("main").join("inbox").join(ask), "deny").expect("decided");
+    assert_eq!(daemon.response(&floored)["outcome"], "deny");
+
+    // Corrected, and SIGHUP re-reads it at once.
+    std::fs::write(&config, CONFIG).expect("fixed");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    eventually("the floor is lifted", || {
+        std::fs::read_to_string(&rules).is_ok_and(|r| r.contains("\"failedClosed\": false"))
+    });
+    assert_eq!(
+        daemon.response(&daemon.ask("main", "s3", status))["outcome"],
+        "allow"
+    );
+}

@@ -569,6 +569,12 @@ impl Authority {
             .map_err(AuthorityError::Invalid)
     }
 
+    /// Re-reads the global config now (the daemon's `SIGHUP`); the error
+    /// when it is invalid (the policies then fail closed).
+    pub fn reload_global(&self) -> Option<String> {
+        self.loader.reload_global()
+    }
+
     /// What `caller` is to `session` (`None`: no such session).
     pub fn standing(&self, session: &str, caller: Caller) -> Option<Standing> {
         lock(&self.state)
