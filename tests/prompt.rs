@@ -248,11 +248,26 @@ fn a_person_decides_three_asks_in_the_prompt() {
         "{grant:#}"
     );
 
-    // A new ask arrives live.
-    let fourth = daemon.ask("main/a", "fourth", r#"{"surface":"bash","value":"make"}"#);
-    tmux.until("the new ask", |s| {
-        s.contains("1 waiting") && s.contains("bash make")
+    // A new ask arrives live; its long command is wrapped, never cut
+    // silently (the queue row ends in a visible `…`).
+    let long = format!("make {}END", "x".repeat(300));
+    let fourth = daemon.ask(
+        "main/a",
+        "fourth",
+        &serde_json::json!({"surface": "bash", "value": long}).to_string(),
+    );
+    let screen = tmux.until("the new ask", |s| {
+        s.contains("1 waiting") && s.contains("xEND")
     });
+    assert!(
+        line_with(&screen, " 1. ")
+            .is_some_and(|row| row.trim_end_matches('│').trim_end().ends_with('…')),
+        "{screen}"
+    );
+    assert!(
+        screen.matches('x').count() >= 300,
+        "the whole command is on the screen: {screen}"
+    );
 
     // q leaves without deciding anything.
     tmux.keys(&["q"]);

@@ -513,23 +513,28 @@ impl App {
             Mode::Browse => 0,
         };
         let queue_rows = (self.asks.len() as u16).clamp(1, 8) + 2;
+        let keys = match self.mode {
+            Mode::Browse => "a allow once  s allow session (edit)  u allow subagent (edit)  d deny  r deny with reason  n skip  ↑↓ select  PgUp/PgDn scroll  q quit",
+            Mode::Patterns { .. } => "Enter record  Tab new pattern  ↑↓ line  Backspace  Ctrl-U clear line  Esc cancel",
+            Mode::Reason(_) => "Enter deny with this reason  Esc cancel",
+        };
+        // The footer grows with a long status (a daemon's refusal), so it
+        // wraps instead of being cut.
+        let width = frame.area().width.max(1) as usize;
+        let rows = |text: usize| text.div_ceil(width).max(1) as u16;
+        let footer_rows = (1 + rows(keys.chars().count()) + rows(self.status.width())).min(10);
         let areas = Layout::default()
             .direction(Direction::Vertical)
             .constraints([
                 Constraint::Length(queue_rows),
                 Constraint::Min(6),
                 Constraint::Length(editor_rows),
-                Constraint::Length(3),
+                Constraint::Length(footer_rows),
             ])
             .split(frame.area());
         self.draw_queue(frame, areas[0]);
         self.draw_ask(frame, areas[1]);
         self.draw_editor(frame, areas[2]);
-        let keys = match self.mode {
-            Mode::Browse => "a allow once  s allow session (edit)  u allow subagent (edit)  d deny  r deny with reason  n skip  ↑↓ select  PgUp/PgDn scroll  q quit",
-            Mode::Patterns { .. } => "Enter record  Tab new pattern  ↑↓ line  Backspace  Ctrl-U clear line  Esc cancel",
-            Mode::Reason(_) => "Enter deny with this reason  Esc cancel",
-        };
         let footer = Paragraph::new(vec![Line::from(keys), self.status.clone()])
             .block(Block::default().borders(Borders::TOP))
             .wrap(Wrap { trim: false });
@@ -570,6 +575,16 @@ impl App {
                         visible(&text(&ask["from"])),
                         visible(&what(ask)),
                     );
+                    // A row longer than the pane ends in a visible `…`;
+                    // the whole value is in the facts below, wrapped.
+                    let room = area.width.saturating_sub(2) as usize;
+                    let row = if row.chars().count() > room {
+                        let mut cut: String = row.chars().take(room.saturating_sub(1)).collect();
+                        cut.push('…');
+                        cut
+                    } else {
+                        row
+                    };
                     if i == self.selected {
                         Line::styled(row, Style::default().add_modifier(Modifier::REVERSED))
                     } else {

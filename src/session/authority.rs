@@ -1313,6 +1313,22 @@ impl Authority {
             }
             Decision::Allow | Decision::Deny(_) => None,
         };
+        // Patterns with no surface to put them on (an ask whose facts
+        // could not be fixed) would record an empty grant: refused.
+        let patterns_given = matches!(
+            &decision,
+            Decision::AllowSession(p) | Decision::AllowSubagent(p) if !p.is_empty()
+        );
+        if patterns_given
+            && grant
+                .as_ref()
+                .is_some_and(|(_, rules, _, _)| rules.is_empty())
+        {
+            drop(state);
+            let reason = "this ask has no surface a grant could cover: allow it once or deny it";
+            self.record_refusal(session, ask_id, reason);
+            return Err(AuthorityError::Invalid(reason.into()));
+        }
         let (outcome, reason) = match decision {
             Decision::Deny(reason) => (Outcome::Deny, reason),
             _ => (Outcome::Allow, None),
