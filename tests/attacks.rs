@@ -494,6 +494,10 @@ fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
             ("read-ask", format!("cat inbox/{ask}")),
             ("widen", format!("echo \"allow session '*'\" > inbox/{ask}")),
             (
+                "always",
+                format!("echo 'allow always global *' > inbox/{ask}"),
+            ),
+            (
                 "widen-json",
                 format!(
                     "echo '{{\"decision\":\"allow session\",\"patterns\":[\"*\"]}}' > inbox/{ask}"
@@ -502,7 +506,7 @@ fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
         ]),
     );
     let outcomes = outcomes(&output);
-    for label in ["pending", "read-ask", "widen", "widen-json"] {
+    for label in ["pending", "read-ask", "widen", "widen-json", "always"] {
         assert_refused(&outcomes, label, DENIED);
     }
     // A stranger uid in the daemon's namespace gets nothing either.
@@ -512,6 +516,35 @@ fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
         &attempts(&[("pending", format!("cat {}/pending", main.display()))]),
     );
     assert_refused(&outcomes_of(&output), "pending", DENIED);
+    // A bound decider (not the operator) may decide, but not change the
+    // global config.
+    const PERSON: u32 = 4545;
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        format!("spawn d interactive decider={PERSON}"),
+    )
+    .expect("the operator binds a decider");
+    let _theirs = daemon.ask("main/d", "q", r#"{"surface":"bash","value":"make"}"#);
+    eventually("the ask waits in d's inbox", || {
+        daemon.inbox("main/d").len() == 1
+    });
+    let theirs = daemon.inbox("main/d")[0].clone();
+    let d = daemon.session("main/d");
+    let output = as_uid(
+        PERSON,
+        &attempts(&[(
+            "always",
+            format!(
+                "echo 'allow always global *' > {}/inbox/{theirs}",
+                d.display()
+            ),
+        )]),
+    );
+    assert_refused(&outcomes_of(&output), "always", DENIED);
+    let config = std::fs::read_to_string(daemon.dir.path().join("config.json")).expect("config");
+    assert_eq!(config, CONFIG, "the global config is untouched");
+    let view = std::fs::read_to_string(d.join("inbox").join(&theirs)).expect("entry");
+    assert!(view.contains("only the operator"), "{view}");
     assert_eq!(daemon.inbox("main/w"), vec![ask]);
     assert_eq!(grants(&daemon, "main/w"), 0);
     assert_eq!(grants(&daemon, "main"), 0);

@@ -891,3 +891,27 @@ fn global_config_edits_take_effect_and_an_invalid_edit_fails_closed() {
         "allow"
     );
 }
+
+#[test]
+fn allow_always_writes_the_rule_into_the_global_config() {
+    let daemon = Daemon::start(CONFIG, None);
+    let config = daemon.dir.path().join("config.json");
+    let main = daemon.session("main");
+    std::fs::write(main.join("ctl"), "spawn c").expect("spawned");
+    let first = daemon.ask("main/c", "one", r#"{"surface":"bash","value":"make all"}"#);
+    eventually("the ask waits", || daemon.inbox("main").len() == 1);
+    let entry = main.join("inbox").join(&daemon.inbox("main")[0]);
+    // The layer must be named.
+    assert!(std::fs::write(&entry, "allow always").is_err());
+    std::fs::write(&entry, "allow always global 'make *'").expect("decided");
+    assert_eq!(daemon.response(&first)["outcome"], "allow");
+    let text = std::fs::read_to_string(&config).expect("config");
+    assert!(text.contains(r#""make *": "allow""#), "{text}");
+    assert!(text.contains(r#""rm *""#), "the rest is kept: {text}");
+    // Later asks are answered by the rule, by the global layer.
+    let later =
+        daemon.response(&daemon.ask("main/c", "two", r#"{"surface":"bash","value":"make test"}"#));
+    assert_eq!(later["outcome"], "allow");
+    assert_eq!(later["decidedBy"]["kind"], "rule");
+    assert_eq!(later["decidedBy"]["origin"], "global");
+}

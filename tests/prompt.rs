@@ -269,13 +269,37 @@ fn a_person_decides_three_asks_in_the_prompt() {
         "the whole command is on the screen: {screen}"
     );
 
+    // Allow always: the rule goes into the global config, and the screen
+    // shows the line added.
+    tmux.keys(&["A"]);
+    tmux.until("the always editor", |s| {
+        s.contains("allow always: rules to add")
+    });
+    tmux.keys(&["C-u"]);
+    tmux.type_text("make *");
+    tmux.keys(&["Enter"]);
+    tmux.until("the added line", |s| {
+        s.contains(r#"permission.bash: "make *": "allow""#)
+    });
+    assert_eq!(daemon.response(&fourth)["outcome"], "allow");
+    let config = std::fs::read_to_string(daemon.dir.path().join("config.json")).expect("config");
+    assert!(config.contains(r#""make *": "allow""#), "{config}");
+
     // q leaves without deciding anything.
+    let fifth = daemon.ask(
+        "main/b",
+        "fifth",
+        r#"{"surface":"bash","value":"cargo publish"}"#,
+    );
+    tmux.until("the fifth", |s| {
+        s.contains("1 waiting") && s.contains("cargo publish")
+    });
     tmux.keys(&["q"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while tmux.session_alive() {
         assert!(Instant::now() < deadline, "q quits the prompt");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(daemon.inbox("main").len(), 1, "the fourth still waits");
-    drop(fourth);
+    assert_eq!(daemon.inbox("main").len(), 1, "the fifth still waits");
+    drop(fifth);
 }

@@ -74,6 +74,17 @@ enum Wake {
     Changed(bool),
     /// The event stream ended or could not be read (why).
     StreamEnded(String),
+    /// What the daemon added to a config file for an `allow always`.
+    Note(String),
+}
+
+/// Which kind of allow the pattern editor records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    Session,
+    Subagent,
+    /// `allow always global`: a rule in the global config.
+    Always,
 }
 
 enum Mode {
@@ -81,7 +92,7 @@ enum Mode {
     /// Editing the patterns of an `allow session` (or `subagent`) grant,
     /// one per line, before it is recorded.
     Patterns {
-        session: bool,
+        kind: Grant,
         lines: Vec<String>,
         row: usize,
     },
@@ -228,6 +239,24 @@ fn watch_events(dir: PathBuf, wake: mpsc::Sender<Wake>) {
             }
             Ok(n) => {
                 let chunk = String::from_utf8_lossy(&buffer[..n]);
+                for event in chunk
+                    .lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                {
+                    if event["event"] == "always" {
+                        let added: Vec<String> = event["added"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(text)
+                            .collect();
+                        let note =
+                            format!("added to {}: {}", text(&event["file"]), added.join("; "));
+                        if wake.send(Wake::Note(note)).is_err() {
+                            return;
+                        }
+                    }
+                }
                 let arrived = chunk.lines().any(|line| {
                     serde_json::from_str::<Value>(line).is_ok_and(|e| {
                         e["event"] == "arrived"
@@ -339,6 +368,9 @@ impl App {
                     }
                 }
                 Wake::StreamEnded(why) => self.live = Some(why),
+                Wake::Note(note) => {
+                    self.status = Line::styled(visible(&note), Style::default().fg(Color::Green));
+                }
                 Wake::Key(key) => {
                     if !self.key(key) {
                         return Ok(());
@@ -373,25 +405,27 @@ impl App {
                 KeyCode::Char(c) => reason.push(c),
                 _ => {}
             },
-            Mode::Patterns {
-                session,
-                lines,
-                row,
-            } => match key.code {
+            Mode::Patterns { kind, lines, row } => match key.code {
                 KeyCode::Esc => self.mode = Mode::Browse,
                 KeyCode::Enter => {
                     let patterns: Vec<String> =
                         lines.iter().filter(|l| !l.is_empty()).cloned().collect();
-                    let (decision, done) = if *session {
-                        ("allow session", "allowed for the session")
-                    } else {
-                        ("allow subagent", "allowed for the subagent")
+                    let (decision, done) = match kind {
+                        Grant::Session => (
+                            serde_json::json!({"decision": "allow session", "patterns": patterns}),
+                            "allowed for the session",
+                        ),
+                        Grant::Subagent => (
+                            serde_json::json!({"decision": "allow subagent", "patterns": patterns}),
+                            "allowed for the subagent",
+                        ),
+                        Grant::Always => (
+                            serde_json::json!({"decision": "allow always", "layer": "global", "patterns": patterns}),
+                            "allowed always (rule added to the global config)",
+                        ),
                     };
                     self.mode = Mode::Browse;
-                    self.decide(
-                        serde_json::json!({"decision": decision, "patterns": patterns}),
-                        done,
-                    );
+                    self.decide(decision, done);
                 }
                 KeyCode::Tab => {
                     lines.insert(*row + 1, String::new());
@@ -448,7 +482,7 @@ impl App {
             }
             KeyCode::Char('d') => self.decide(serde_json::json!({"decision": "deny"}), "denied"),
             KeyCode::Char('r') => self.mode = Mode::Reason(String::new()),
-            KeyCode::Char(c @ ('s' | 'u')) => {
+            KeyCode::Char(c @ ('s' | 'u' | 'A')) => {
                 let mut lines = self
                     .current()
                     .map(|a| patterns_of(a, "suggestedGrants"))
@@ -457,7 +491,11 @@ impl App {
                     lines.push(String::new());
                 }
                 self.mode = Mode::Patterns {
-                    session: c == 's',
+                    kind: match c {
+                        's' => Grant::Session,
+                        'u' => Grant::Subagent,
+                        _ => Grant::Always,
+                    },
                     row: lines.len() - 1,
                     lines,
                 };
@@ -514,7 +552,7 @@ impl App {
         };
         let queue_rows = (self.asks.len() as u16).clamp(1, 8) + 2;
         let keys = match self.mode {
-            Mode::Browse => "a allow once  s allow session (edit)  u allow subagent (edit)  d deny  r deny with reason  n skip  ↑↓ select  PgUp/PgDn scroll  q quit",
+            Mode::Browse => "a allow once  s allow session (edit)  u allow subagent (edit)  A allow always: global config (edit)  d deny  r deny with reason  n skip  ↑↓ select  PgUp/PgDn scroll  q quit",
             Mode::Patterns { .. } => "Enter record  Tab new pattern  ↑↓ line  Backspace  Ctrl-U clear line  Esc cancel",
             Mode::Reason(_) => "Enter deny with this reason  Esc cancel",
         };
@@ -774,15 +812,13 @@ impl App {
                     area,
                 );
             }
-            Mode::Patterns {
-                session,
-                lines,
-                row,
-            } => {
-                let title = if *session {
-                    " allow session: patterns to record (one per line) "
-                } else {
-                    " allow subagent: patterns to record (one per line) "
+            Mode::Patterns { kind, lines, row } => {
+                let title = match kind {
+                    Grant::Session => " allow session: patterns to record (one per line) ",
+                    Grant::Subagent => " allow subagent: patterns to record (one per line) ",
+                    Grant::Always => {
+                        " allow always: rules to add to the global config (one per line) "
+                    }
                 };
                 let mut shown: Vec<Line> = lines
                     .iter()

@@ -285,6 +285,11 @@ impl PolicyLoader {
         })
     }
 
+    /// The global config file, when there is one.
+    pub fn global_path(&self) -> Option<&Path> {
+        self.sources.global.as_deref()
+    }
+
     /// The global config as read at start.
     pub fn global_config(&self) -> &ConfigFile {
         &self.global

@@ -116,6 +116,10 @@ pub enum Decision {
     /// A grant at the asking session, for the given patterns (none: the
     /// suggested ones).
     AllowSubagent(Vec<String>),
+    /// Allow, and add `allow` rules for the given patterns (none: the
+    /// suggested ones) to the global config, so the decision outlives the
+    /// daemon. The operator's alone.
+    AllowAlwaysGlobal(Vec<String>),
     Deny(Option<String>),
 }
 
@@ -160,6 +164,15 @@ impl Decision {
                 ),
                 Some(_) => return Err("\"patterns\" must be a list of strings".into()),
             };
+            if decision.trim() == "allow always" {
+                if reason.is_some() {
+                    return Err("only a deny takes a reason".into());
+                }
+                return always(
+                    value.get("layer").and_then(|l| l.as_str()).unwrap_or(""),
+                    patterns.unwrap_or_default(),
+                );
+            }
             return match (decision.trim(), reason, patterns) {
                 ("deny", reason, None) => Ok(Self::Deny(reason)),
                 (_, Some(_), _) => Err("only a deny takes a reason".into()),
@@ -175,6 +188,17 @@ impl Decision {
                 (other, None, None) if !other.starts_with('{') => Self::parse(other),
                 (other, None, None) => Err(format!("unknown decision {other:?}: {DECISION_FORMS}")),
             };
+        }
+        if let Some(rest) = text.strip_prefix("allow always") {
+            if rest.is_empty() || rest.starts_with(char::is_whitespace) {
+                let mut words = split_patterns(rest)?;
+                let layer = if words.is_empty() {
+                    String::new()
+                } else {
+                    words.remove(0)
+                };
+                return always(&layer, words);
+            }
         }
         for (prefix, session) in [("allow session", true), ("allow subagent", false)] {
             let Some(rest) = text.strip_prefix(prefix) else {
@@ -193,14 +217,23 @@ impl Decision {
         match text {
             "allow" => Ok(Self::Allow),
             "deny" => Ok(Self::Deny(None)),
-            "allow always" => Err(format!(
-                "\"allow always\" is not a decision here: permanent rules go in a config file you own; {DECISION_FORMS}"
-            )),
             _ => match text.strip_prefix("deny ") {
-                Some(reason) if !reason.trim().is_empty() => Ok(Self::Deny(Some(reason.trim().to_string()))),
+                Some(reason) if !reason.trim().is_empty() => {
+                    Ok(Self::Deny(Some(reason.trim().to_string())))
+                }
                 _ => Err(format!("unknown decision {text:?}: {DECISION_FORMS}")),
             },
         }
+    }
+}
+
+/// `allow always LAYER [PATTERN…]`: only the global config for now.
+fn always(layer: &str, patterns: Vec<String>) -> Result<Decision, String> {
+    match layer {
+        "global" => Ok(Decision::AllowAlwaysGlobal(validate_patterns(patterns)?)),
+        "project" => Err("allow always project is not supported yet: use allow always global, or edit the project config".into()),
+        "" => Err("allow always needs the layer to write: allow always global [PATTERN…]".into()),
+        other => Err(format!("unknown layer {other:?} for allow always: write allow always global [PATTERN…]")),
     }
 }
 
@@ -1261,6 +1294,30 @@ impl Authority {
                 "ask {ask_id:?} is no longer pending here"
             )));
         }
+        // `allow always` writes the global config first: when that fails
+        // nothing is decided, and the person reads why.
+        let mut always = None;
+        if let Decision::AllowAlwaysGlobal(patterns) = &decision {
+            let operator = state.tree.get(session).is_some_and(|node| {
+                Standing::of(caller, node, self.owner_uid) == Standing::Operator
+            });
+            let written = if operator {
+                self.write_always(ask, patterns)
+            } else {
+                Err(AuthorityError::PermissionDenied(
+                    "only the operator (root or the mount owner) may change the global config"
+                        .into(),
+                ))
+            };
+            match written {
+                Ok(done) => always = Some(done),
+                Err(error) => {
+                    drop(state);
+                    self.record_refusal(session, ask_id, &error.to_string());
+                    return Err(error);
+                }
+            }
+        }
         let by = DecidedBy::User {
             session: session.to_string(),
             uid,
@@ -1273,23 +1330,7 @@ impl Authority {
                 } else {
                     ask.origin.clone()
                 };
-                let suggested = suggested_grants(ask);
-                let chosen: Vec<(String, String)> = if patterns.is_empty() {
-                    suggested
-                } else {
-                    // The person's patterns on every surface the
-                    // suggestion covers.
-                    let mut surfaces: Vec<String> = Vec::new();
-                    for (surface, _) in suggested {
-                        if !surfaces.contains(&surface) {
-                            surfaces.push(surface);
-                        }
-                    }
-                    surfaces
-                        .iter()
-                        .flat_map(|s| patterns.iter().map(move |p| (s.clone(), p.clone())))
-                        .collect()
-                };
+                let chosen = chosen_grants(ask, patterns);
                 // Compared with what the facts alone suggest: an asker's
                 // own suggestion is no yardstick.
                 let derived: Vec<String> =
@@ -1311,7 +1352,7 @@ impl Authority {
                 let patterns: Vec<String> = chosen.into_iter().map(|(_, p)| p).collect();
                 Some((grant_at, rules, patterns, broader))
             }
-            Decision::Allow | Decision::Deny(_) => None,
+            Decision::Allow | Decision::AllowAlwaysGlobal(_) | Decision::Deny(_) => None,
         };
         // Patterns with no surface to put them on (an ask whose facts
         // could not be fixed) would record an empty grant: refused.
@@ -1364,6 +1405,16 @@ impl Authority {
                 failure.errno,
             )
         })?;
+        if let Some((file, added)) = always {
+            let mut state = lock(&self.state);
+            let event = serde_json::json!({
+                "event": "always",
+                "askId": ask_id,
+                "file": file,
+                "added": added,
+            });
+            publish(&mut state, session, event);
+        }
         if let Some((grant_at, rules, patterns, broader)) = grant {
             if !broader.is_empty() {
                 tracing::warn!(%session, ask = %ask_id, ?broader, "a grant broader than the suggestion was recorded");
@@ -1388,6 +1439,45 @@ impl Authority {
             publish(&mut state, session, event);
         }
         Ok(())
+    }
+
+    /// Adds the ask's rules (or the person's patterns) to the global
+    /// config file as `allow`, replacing the file in one rename, and
+    /// re-reads it. Returns the file and the lines added.
+    fn write_always(
+        &self,
+        ask: &Ask,
+        patterns: &[String],
+    ) -> Result<(String, Vec<String>), AuthorityError> {
+        let path = self.loader.global_path().ok_or_else(|| {
+            AuthorityError::Invalid("permfs runs without a global config file (--config)".into())
+        })?;
+        let rules = chosen_grants(ask, patterns);
+        if rules.is_empty() {
+            return Err(AuthorityError::Invalid(
+                "this ask has no surface a rule could cover: allow it once or deny it".into(),
+            ));
+        }
+        // A rule on a bare family covers both directions, as grants do.
+        let rules: Vec<(String, String)> = rules
+            .iter()
+            .flat_map(|(surface, pattern)| {
+                grant_rules(surface, pattern)
+                    .into_iter()
+                    .map(|rule| (rule.surface, rule.pattern))
+            })
+            .collect();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            AuthorityError::Invalid(format!("{} cannot be read: {e}", path.display()))
+        })?;
+        let (edited, added) = crate::policy::edit::add_allow_rules(&text, &rules)
+            .map_err(|e| AuthorityError::Invalid(format!("{}: {e}", path.display())))?;
+        crate::policy::edit::replace_file(path, &edited).map_err(AuthorityError::Invalid)?;
+        tracing::info!(file = %path.display(), ?added, "allow always: rules added to the global config");
+        if let Some(error) = self.loader.reload_global() {
+            tracing::error!(%error, "the global config does not load after allow always");
+        }
+        Ok((path.display().to_string(), added))
     }
 
     /// Records a grant; returns its id (`None`: the session is gone).
@@ -1643,6 +1733,25 @@ fn decided_by_for(judgment: &Judgment) -> DecidedBy {
             reason: "no surface to judge".into(),
         },
     }
+}
+
+/// What a grant (or `allow always`) records: the suggestion, or the
+/// person's patterns on every surface the suggestion covers.
+fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, String)> {
+    let suggested = suggested_grants(ask);
+    if patterns.is_empty() {
+        return suggested;
+    }
+    let mut surfaces: Vec<String> = Vec::new();
+    for (surface, _) in suggested {
+        if !surfaces.contains(&surface) {
+            surfaces.push(surface);
+        }
+    }
+    surfaces
+        .iter()
+        .flat_map(|s| patterns.iter().map(move |p| (s.clone(), p.clone())))
+        .collect()
 }
 
 /// (surface, pattern) pairs an `allow session` answer records: the
