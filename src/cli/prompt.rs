@@ -521,19 +521,21 @@ impl App {
         self.status = match written {
             Ok(()) => Line::styled(format!("{done}: {id}"), Style::default().fg(Color::Green)),
             Err(error) => {
+                // The daemon keeps its reason on the entry (`lastError`).
+                self.reload();
+                let why = self
+                    .asks
+                    .iter()
+                    .find(|a| text(&a["askId"]) == text(&ask["askId"]))
+                    .map(|a| text(&a["lastError"]))
+                    .unwrap_or_default();
                 let reason = match error.raw_os_error() {
-                    Some(libc::EINVAL) => {
-                        self.reload();
-                        let why = self
-                            .asks
-                            .iter()
-                            .find(|a| text(&a["askId"]) == text(&ask["askId"]))
-                            .map(|a| text(&a["lastError"]))
-                            .unwrap_or_default();
-                        format!("refused (EINVAL): {}", visible(&why))
-                    }
+                    Some(libc::EINVAL) => format!("refused (EINVAL): {}", visible(&why)),
                     Some(libc::EALREADY) | Some(libc::ENOENT) => {
                         "already decided, or no longer waiting (EALREADY)".into()
+                    }
+                    Some(libc::EACCES) if !why.is_empty() => {
+                        format!("refused (EACCES): {}", visible(&why))
                     }
                     Some(libc::EACCES) => "you may not decide there (EACCES)".into(),
                     _ => format!("not recorded: {error}"),
