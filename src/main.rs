@@ -17,6 +17,7 @@ fn main() {
         Command::CheckConfig(args) => permfs::cli::check_config::run(args),
         Command::Mount(args) => permfs::cli::mount::run(args),
         Command::Audit(command) => permfs::cli::audit::run(command),
+        Command::Prompt(args) => permfs::cli::prompt::run(args),
     };
     std::process::exit(code);
 }

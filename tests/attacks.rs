@@ -472,3 +472,84 @@ fn a_stranger_can_read_what_is_public() {
     assert_ok(&outcomes, "readme");
     assert_ok(&outcomes, "session");
 }
+
+#[test]
+fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w interactive")
+        .expect("the operator spawns an interactive child");
+    let _pending = daemon.ask("main/w", "p", r#"{"surface":"bash","value":"make"}"#);
+    eventually("the ask waits in w's inbox", || {
+        daemon.inbox("main/w").len() == 1
+    });
+    let ask = daemon.inbox("main/w")[0].clone();
+    let output = in_sandbox(
+        &daemon,
+        "main/w",
+        &attempts(&[
+            ("pending", "cat pending".to_string()),
+            ("read-ask", format!("cat inbox/{ask}")),
+            ("widen", format!("echo \"allow session '*'\" > inbox/{ask}")),
+            (
+                "always",
+                format!("echo 'allow always global *' > inbox/{ask}"),
+            ),
+            (
+                "widen-json",
+                format!(
+                    "echo '{{\"decision\":\"allow session\",\"patterns\":[\"*\"]}}' > inbox/{ask}"
+                ),
+            ),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    for label in ["pending", "read-ask", "widen", "widen-json", "always"] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    // A stranger uid in the daemon's namespace gets nothing either.
+    let main = daemon.session("main");
+    let output = as_uid(
+        STRANGER,
+        &attempts(&[("pending", format!("cat {}/pending", main.display()))]),
+    );
+    assert_refused(&outcomes_of(&output), "pending", DENIED);
+    // A bound decider (not the operator) may decide, but not change the
+    // global config.
+    const PERSON: u32 = 4545;
+    std::fs::write(
+        daemon.session("main").join("ctl"),
+        format!("spawn d interactive decider={PERSON}"),
+    )
+    .expect("the operator binds a decider");
+    let _theirs = daemon.ask("main/d", "q", r#"{"surface":"bash","value":"make"}"#);
+    eventually("the ask waits in d's inbox", || {
+        daemon.inbox("main/d").len() == 1
+    });
+    let theirs = daemon.inbox("main/d")[0].clone();
+    let d = daemon.session("main/d");
+    let output = as_uid(
+        PERSON,
+        &attempts(&[(
+            "always",
+            format!(
+                "echo 'allow always global *' > {}/inbox/{theirs}",
+                d.display()
+            ),
+        )]),
+    );
+    assert_refused(&outcomes_of(&output), "always", DENIED);
+    let config = std::fs::read_to_string(daemon.dir.path().join("config.json")).expect("config");
+    assert_eq!(config, CONFIG, "the global config is untouched");
+    let view = std::fs::read_to_string(d.join("inbox").join(&theirs)).expect("entry");
+    assert!(view.contains("only the operator"), "{view}");
+    assert_eq!(daemon.inbox("main/w"), vec![ask]);
+    assert_eq!(grants(&daemon, "main/w"), 0);
+    assert_eq!(grants(&daemon, "main"), 0);
+}
+
+fn outcomes_of(output: &Output) -> Vec<(String, String)> {
+    outcomes(output)
+}

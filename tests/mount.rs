@@ -765,3 +765,155 @@ fn an_mcp_value_grant_covers_the_references_targets_too() {
     assert_eq!(covered["decidedBy"]["kind"], "session_approval");
     assert_eq!(covered["approved"], true);
 }
+
+#[test]
+fn pending_lists_every_ask_below_oldest_first_and_refusals_are_readable() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let daemon = Daemon::start(CONFIG, None);
+    let main = daemon.session("main");
+    std::fs::write(main.join("ctl"), "spawn a").expect("a");
+    std::fs::write(main.join("ctl"), "spawn i interactive").expect("i");
+    let first = daemon.ask("main/a", "r1", r#"{"surface":"bash","value":"make"}"#);
+    eventually("r1 waits in main", || daemon.inbox("main").len() == 1);
+    std::thread::sleep(Duration::from_millis(20));
+    let _second = daemon.ask(
+        "main/i",
+        "r2",
+        r#"{"tool":"write","input":{"path":"../x.txt"},"message":"save"}"#,
+    );
+    eventually("r2 waits in main/i", || daemon.inbox("main/i").len() == 1);
+
+    let view: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(main.join("pending")).expect("pending read"))
+            .expect("JSON");
+    let pending = view["pending"].as_array().expect("a list");
+    assert_eq!(pending.len(), 2, "{view:#}");
+    assert_eq!(pending[0]["from"], "main/a");
+    assert_eq!(pending[1]["from"], "main/i");
+    assert_eq!(pending[1]["at"], "main/i");
+    assert_eq!(pending[1]["message"], "save");
+    let inbox = pending[1]["inbox"].as_str().expect("inbox path");
+    assert!(inbox.starts_with("children/i/inbox/"), "{inbox}");
+    assert!(pending[0]["remainingMs"].as_u64().is_some_and(|ms| ms > 0));
+    assert!(pending[0]["arrivedAt"].as_u64() <= pending[1]["arrivedAt"].as_u64());
+
+    // The inbox entry's size is what a read gives; its time, the arrival.
+    let entry = main.join(pending[0]["inbox"].as_str().expect("path"));
+    let meta = std::fs::metadata(&entry).expect("entry");
+    let text = std::fs::read(&entry).expect("entry read");
+    assert_eq!(meta.size(), text.len() as u64);
+    let arrived = pending[0]["arrivedAt"].as_u64().expect("ms") as i64;
+    assert!(
+        (meta.mtime() * 1000 - arrived).abs() < 1000,
+        "mtime is the arrival"
+    );
+
+    // A mistyped decision fails and says why, in the entry.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&entry)
+        .expect("open to decide");
+    let error = file.write_all(b"alow\n").expect_err("refused");
+    assert_eq!(error.raw_os_error(), Some(libc::EINVAL));
+    drop(file);
+    let view: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&entry).expect("entry read")).expect("JSON");
+    assert!(
+        view["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown decision \"alow\"")),
+        "{view:#}"
+    );
+    // A narrowed grant: exactly the pattern given.
+    std::fs::write(&entry, "allow session 'make -j*'").expect("decided");
+    assert_eq!(daemon.response(&first)["state"], "approved_for_session");
+    let grants: Vec<_> = std::fs::read_dir(main.join("grants"))
+        .expect("grants")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let grant: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&grants[0]).expect("grant")).expect("JSON");
+    assert_eq!(grant["rules"][0]["pattern"], "make -j*");
+    assert_eq!(grant["broaderThanSuggested"][0], "make -j*");
+    let after: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(main.join("pending")).expect("pending"))
+            .expect("JSON");
+    assert_eq!(after["pending"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn global_config_edits_take_effect_and_an_invalid_edit_fails_closed() {
+    let daemon = Daemon::start(CONFIG, None);
+    let config = daemon.dir.path().join("config.json");
+    let rules = daemon.session("main").join("rules.json");
+    let status = r#"{"surface":"bash","value":"git status"}"#;
+    assert_eq!(
+        daemon.response(&daemon.ask("main", "s1", status))["outcome"],
+        "allow"
+    );
+
+    // Make is allowed by an edit, picked up without a restart.
+    std::fs::write(
+        &config,
+        r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow", "make": "allow"}}}"#,
+    )
+    .expect("config edited");
+    let query = daemon.session("main").join("query");
+    eventually("the edit is picked up", || {
+        common::dry_run(&query, r#"{"surface":"bash","value":"make"}"#)["verdict"]["state"]
+            == "allow"
+    });
+
+    // An invalid edit: what was allowed now asks, and rules.json says why.
+    std::fs::write(&config, r#"{"permission": {"bash": "allow""#).expect("broken");
+    eventually("the floor is in place", || {
+        std::fs::read_to_string(&rules).is_ok_and(|r| {
+            r.contains("invalid global configuration") && r.contains("\"failedClosed\": true")
+        })
+    });
+    let floored = daemon.ask("main", "s2", status);
+    eventually("the ask waits for a person", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(daemon.session("main").join("inbox").join(ask), "deny").expect("decided");
+    assert_eq!(daemon.response(&floored)["outcome"], "deny");
+
+    // Corrected, and SIGHUP re-reads it at once.
+    std::fs::write(&config, CONFIG).expect("fixed");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    eventually("the floor is lifted", || {
+        std::fs::read_to_string(&rules).is_ok_and(|r| r.contains("\"failedClosed\": false"))
+    });
+    assert_eq!(
+        daemon.response(&daemon.ask("main", "s3", status))["outcome"],
+        "allow"
+    );
+}
+
+#[test]
+fn allow_always_writes_the_rule_into_the_global_config() {
+    let daemon = Daemon::start(CONFIG, None);
+    let config = daemon.dir.path().join("config.json");
+    let main = daemon.session("main");
+    std::fs::write(main.join("ctl"), "spawn c").expect("spawned");
+    let first = daemon.ask("main/c", "one", r#"{"surface":"bash","value":"make all"}"#);
+    eventually("the ask waits", || daemon.inbox("main").len() == 1);
+    let entry = main.join("inbox").join(&daemon.inbox("main")[0]);
+    // The layer must be named.
+    assert!(std::fs::write(&entry, "allow always").is_err());
+    std::fs::write(&entry, "allow always global 'make *'").expect("decided");
+    assert_eq!(daemon.response(&first)["outcome"], "allow");
+    let text = std::fs::read_to_string(&config).expect("config");
+    assert!(text.contains(r#""make *": "allow""#), "{text}");
+    assert!(text.contains(r#""rm *""#), "the rest is kept: {text}");
+    // Later asks are answered by the rule, by the global layer.
+    let later =
+        daemon.response(&daemon.ask("main/c", "two", r#"{"surface":"bash","value":"make test"}"#));
+    assert_eq!(later["outcome"], "allow");
+    assert_eq!(later["decidedBy"]["kind"], "rule");
+    assert_eq!(later["decidedBy"]["origin"], "global");
+}

@@ -3,7 +3,9 @@
 pub mod audit;
 pub mod check_config;
 pub mod mount;
+pub mod prompt;
 pub mod resolve;
+pub mod untrusted;
 
 use clap::{Parser, Subcommand};
 
@@ -29,4 +31,7 @@ pub enum Command {
     Audit(audit::AuditCommand),
     /// Mount the permission authority at MOUNTPOINT (foreground).
     Mount(mount::MountArgs),
+    /// Decide pending asks in the terminal: the queue below a session, one
+    /// ask per screen, keys to allow or deny (decisions go to the inbox).
+    Prompt(prompt::PromptArgs),
 }

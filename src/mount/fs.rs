@@ -113,6 +113,8 @@ pub struct PermFs {
     event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
     /// Directory listings taken at `opendir`, by handle.
     listings: Mutex<HashMap<u64, Listing>>,
+    /// `pending` snapshots by handle, taken at open for the opener.
+    snapshots: Mutex<HashMap<u64, Vec<u8>>>,
     /// Dry-run answers by `query` handle.
     queries: Mutex<HashMap<u64, QueryAnswer>>,
     /// Where the audit log is, for `audit.log`.
@@ -160,6 +162,7 @@ impl PermFs {
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
             queries: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
             namespaces: Namespaces::of_daemon(),
             listings: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
@@ -184,6 +187,7 @@ impl PermFs {
             | Node::RulesJson(s)
             | Node::Ctl(s)
             | Node::Events(s)
+            | Node::Pending(s)
             | Node::Query(s)
             | Node::OutboxDir(s)
             | Node::InboxDir(s)
@@ -257,6 +261,7 @@ impl PermFs {
             | Node::RulesJson(s)
             | Node::Ctl(s)
             | Node::Events(s)
+            | Node::Pending(s)
             | Node::Query(s)
             | Node::OutboxDir(s)
             | Node::Request(s, _)
@@ -291,7 +296,7 @@ impl PermFs {
             Node::ChildrenDir(_) => (asker, 0o775),
             Node::InboxDir(_) => (decider, 0o750),
             Node::InboxItem(..) => (decider, 0o660),
-            Node::Events(_) => (decider, 0o440),
+            Node::Events(_) | Node::Pending(_) => (decider, 0o440),
             Node::GrantsDir(_) => (decider, 0o775),
             Node::Grant(..) => (decider, 0o444),
         }
@@ -332,7 +337,9 @@ impl PermFs {
             | Node::Response(s, _)
             | Node::Exchange(s, _) => standing(s)?.may_ask(),
             Node::Ctl(s) | Node::Query(s) => standing(s)?.may_control(),
-            Node::InboxDir(s) | Node::InboxItem(s, _) | Node::Events(s) => {
+            // `pending` lists asks below too: the entries are filtered
+            // again, per inbox, by who may decide there.
+            Node::InboxDir(s) | Node::InboxItem(s, _) | Node::Events(s) | Node::Pending(s) => {
                 standing(s)?.may_decide()
             }
             Node::AuditLog
@@ -364,18 +371,28 @@ impl PermFs {
         };
         let (uid, perm) = self.ownership(node);
         let size = match node {
-            Node::Readme | Node::SessionJson(_) => {
+            Node::Readme | Node::SessionJson(_) | Node::InboxItem(..) => {
                 self.content(node).map(|c| c.len() as u64).unwrap_or(0)
             }
             _ => 0,
+        };
+        // An inbox entry's time is its ask's arrival, so `ls -lt` sorts
+        // what waits by age.
+        let time = match node {
+            Node::InboxItem(_, ask) => self
+                .authority
+                .arrived_ms(ask)
+                .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms))
+                .unwrap_or(self.started),
+            _ => self.started,
         };
         FileAttr {
             ino: INodeNo(ino),
             size,
             blocks: 0,
-            atime: self.started,
-            mtime: self.started,
-            ctime: self.started,
+            atime: time,
+            mtime: time,
+            ctime: time,
             crtime: self.started,
             kind,
             perm,
@@ -410,6 +427,7 @@ impl PermFs {
                 "rules.json" => Node::RulesJson(s.clone()),
                 "ctl" => Node::Ctl(s.clone()),
                 "events" => Node::Events(s.clone()),
+                "pending" => Node::Pending(s.clone()),
                 "query" => Node::Query(s.clone()),
                 "outbox" => Node::OutboxDir(s.clone()),
                 "inbox" => Node::InboxDir(s.clone()),
@@ -475,6 +493,7 @@ impl PermFs {
                 ("rules.json", Node::RulesJson(s.clone())),
                 ("ctl", Node::Ctl(s.clone())),
                 ("events", Node::Events(s.clone())),
+                ("pending", Node::Pending(s.clone())),
                 ("query", Node::Query(s.clone())),
                 ("outbox", Node::OutboxDir(s.clone())),
                 ("inbox", Node::InboxDir(s.clone())),
@@ -831,6 +850,19 @@ impl Filesystem for PermFs {
                 Err(error) => return reply.error(errno(&error)),
             }
         }
+        if let Node::Pending(session) = &node {
+            // Filtered for this caller (its namespace included): each
+            // entry's inbox must be one it may decide at.
+            let caller = self.caller(req);
+            let Some(view) = self.authority.pending_below(session, caller) else {
+                return reply.error(Errno::ENOENT);
+            };
+            let mut bytes = serde_json::to_vec_pretty(&view).unwrap_or_default();
+            bytes.push(b'\n');
+            if let Ok(mut snapshots) = self.snapshots.lock() {
+                snapshots.insert(fh, bytes);
+            }
+        }
         if matches!(node, Node::Response(..)) {
             if let Ok(mut map) = self.nonblocking.lock() {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
@@ -949,6 +981,15 @@ impl Filesystem for PermFs {
         };
         if let Node::Events(_) = &node {
             return self.read_events(req, fh.0, size, reply);
+        }
+        if let Node::Pending(_) = &node {
+            let Ok(snapshots) = self.snapshots.lock() else {
+                return reply.error(Errno::EIO);
+            };
+            return match snapshots.get(&fh.0) {
+                Some(bytes) => reply.data(slice(bytes, offset, size)),
+                None => reply.error(Errno::EBADF),
+            };
         }
         if let Node::JudgeNext(name) = &node {
             return self.read_judge_next(req, name, fh.0, offset, size, reply);
@@ -1123,6 +1164,9 @@ impl Filesystem for PermFs {
             map.remove(&fh.0);
         }
         if let Ok(mut map) = self.queries.lock() {
+            map.remove(&fh.0);
+        }
+        if let Ok(mut map) = self.snapshots.lock() {
             map.remove(&fh.0);
         }
         if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh.0)) {

@@ -95,6 +95,7 @@ fn block_termination_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -337,7 +338,20 @@ pub fn run(options: MountOptions) -> i32 {
             .spawn(move || crate::session::review::serve_reviews(authority, stop))
     };
 
-    let signal = wait_for_termination(&signals);
+    // SIGHUP re-reads the global config (an edit is also picked up on its
+    // own, within a quarter second); SIGINT and SIGTERM stop.
+    let signal = loop {
+        let signal = wait_for_termination(&signals);
+        if signal != libc::SIGHUP {
+            break signal;
+        }
+        match authority.reload_global() {
+            None => tracing::info!("SIGHUP: the global config was re-read"),
+            Some(error) => {
+                tracing::error!(%error, "SIGHUP: the global config is invalid; failing closed")
+            }
+        }
+    };
     tracing::info!(signal, "stopping: answering pending asks and unmounting");
     authority.cancel_all();
     // Readers still parked (judges waiting for reviews, event watchers) are

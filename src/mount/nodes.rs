@@ -14,6 +14,9 @@ pub enum Node {
     RulesJson(String),
     Ctl(String),
     Events(String),
+    /// Every ask waiting at the session or below that the reader may
+    /// decide, oldest first (a snapshot taken at open).
+    Pending(String),
     Query(String),
     AuditLog,
     OutboxDir(String),

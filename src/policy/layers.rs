@@ -219,14 +219,30 @@ pub struct PolicySources {
     pub project_agents_dir: Option<PathBuf>,
 }
 
-/// Loads and caches policies. The global config is read once, at start,
-/// and must be valid; project and agent layers are re-read when they change.
+/// Loads and caches policies. The global config must be valid at start;
+/// it, the project and the agent layers are re-read when they change (and
+/// the global one on [`PolicyLoader::reload_global`], the daemon's
+/// `SIGHUP`). A global config that becomes invalid keeps its last valid
+/// rules with every `allow` floored to `ask`, and says why in every
+/// policy's issues, until it is corrected: an edit never fails open.
 #[derive(Debug)]
 pub struct PolicyLoader {
     sources: PolicySources,
+    /// The global config as read at start (judges and roots are set up
+    /// from it once).
     global: ConfigFile,
+    /// The global config now: the last valid one, its file's stamp, and
+    /// the error when the file was changed into something invalid.
+    current: std::sync::RwLock<GlobalNow>,
     home: String,
     cache: Mutex<HashMap<PolicyKey, CachedPolicy>>,
+}
+
+#[derive(Debug)]
+struct GlobalNow {
+    config: Arc<ConfigFile>,
+    stamp: Option<FileStamp>,
+    error: Option<String>,
 }
 
 type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
@@ -251,11 +267,17 @@ fn stamp(path: &Path) -> FileStamp {
 
 impl PolicyLoader {
     pub fn new(sources: PolicySources) -> Result<Self, ConfigError> {
+        let stamp_at_start = sources.global.as_deref().map(stamp);
         let global = match &sources.global {
             Some(path) => ConfigFile::load(path)?,
             None => ConfigFile::default(),
         };
         Ok(Self {
+            current: std::sync::RwLock::new(GlobalNow {
+                config: Arc::new(global.clone()),
+                stamp: stamp_at_start,
+                error: None,
+            }),
             sources,
             global,
             home: home_dir(),
@@ -263,8 +285,59 @@ impl PolicyLoader {
         })
     }
 
+    /// The global config file, when there is one.
+    pub fn global_path(&self) -> Option<&Path> {
+        self.sources.global.as_deref()
+    }
+
+    /// The global config as read at start.
     pub fn global_config(&self) -> &ConfigFile {
         &self.global
+    }
+
+    /// The global config now, re-read when its file changed; with the
+    /// error when the file is no longer valid (the config returned is
+    /// then the last valid one, to be floored).
+    fn current_global(&self, force: bool) -> (Arc<ConfigFile>, Option<String>) {
+        let Some(path) = &self.sources.global else {
+            return (Arc::new(ConfigFile::default()), None);
+        };
+        let now = stamp(path);
+        if !force {
+            if let Ok(current) = self.current.read() {
+                if current.stamp.as_ref() == Some(&now) {
+                    return (Arc::clone(&current.config), current.error.clone());
+                }
+            }
+        }
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if force || current.stamp.as_ref() != Some(&now) {
+            match ConfigFile::load(path) {
+                Ok(config) => {
+                    tracing::info!(file = %path.display(), "global config re-read");
+                    current.config = Arc::new(config);
+                    current.error = None;
+                }
+                Err(error) => {
+                    tracing::error!(file = %path.display(), %error, "the global config is invalid: its last valid rules stay, every allow floored to ask");
+                    current.error = Some(format!(
+                        "invalid global configuration (the last valid one is kept, floored): {error}"
+                    ));
+                }
+            }
+            current.stamp = Some(now);
+        }
+        (Arc::clone(&current.config), current.error.clone())
+    }
+
+    /// Re-reads the global config now (the daemon's `SIGHUP`) and drops
+    /// every cached policy. Returns the error when the file is invalid.
+    pub fn reload_global(&self) -> Option<String> {
+        let (_, error) = self.current_global(true);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.clear();
+        }
+        error
     }
 
     fn project_files(&self, cwd: &Path) -> Vec<PathBuf> {
@@ -301,6 +374,7 @@ impl PolicyLoader {
         let cwd_path = Path::new(cwd);
         let (agent_file, project_agent_file) = self.agent_files(cwd_path, agent);
         let mut watched: Vec<PathBuf> = self.project_files(cwd_path);
+        watched.extend(self.sources.global.iter().cloned());
         watched.extend(agent_file.iter().cloned());
         watched.extend(project_agent_file.iter().cloned());
         let stamps: Vec<FileStamp> = watched.iter().map(|p| stamp(p)).collect();
@@ -329,6 +403,8 @@ impl PolicyLoader {
         let mut issues = Vec::new();
         let mut invalid = Vec::new();
         let mut sources: Vec<(Origin, PathBuf)> = Vec::new();
+        let (global, global_error) = self.current_global(false);
+        invalid.extend(global_error);
         if let Some(global) = &self.sources.global {
             sources.push((Origin::Global, global.clone()));
         }
@@ -357,7 +433,7 @@ impl PolicyLoader {
         }
 
         let inline_agent: Option<&PermissionMap> = agent.and_then(|name| {
-            self.global
+            global
                 .agents
                 .iter()
                 .find(|(agent, _)| agent == name)
@@ -383,8 +459,7 @@ impl PolicyLoader {
         let project_agent_rules =
             load_agent(project_agent_file, Origin::ProjectAgent, "project-agent");
 
-        let mut layers: Vec<(Origin, &PermissionMap)> =
-            vec![(Origin::Global, &self.global.permission)];
+        let mut layers: Vec<(Origin, &PermissionMap)> = vec![(Origin::Global, &global.permission)];
         layers.extend(projects.iter().map(|p| (Origin::Project, &p.permission)));
         layers.extend(inline_agent.map(|map| (Origin::Agent, map)));
         layers.extend(agent_rules.as_ref().map(|map| (Origin::Agent, map)));
@@ -395,20 +470,20 @@ impl PolicyLoader {
         );
 
         let settings = Settings {
-            yolo: self.global.yolo_mode.unwrap_or(false),
+            yolo: global.yolo_mode.unwrap_or(false),
             forwarding_timeout_ms: projects
                 .iter()
                 .rev()
                 .find_map(|p| p.forwarding_timeout_ms)
-                .or(self.global.forwarding_timeout_ms)
+                .or(global.forwarding_timeout_ms)
                 .unwrap_or(DEFAULT_FORWARDING_TIMEOUT_MS),
             authorizer_chain: projects
                 .iter()
                 .rev()
                 .find_map(|p| p.authorizer_chain.clone())
-                .or_else(|| self.global.authorizer_chain.clone())
+                .or_else(|| global.authorizer_chain.clone())
                 .unwrap_or_default(),
-            authorizer_trust: self.global.authorizer_trust.clone().unwrap_or_default(),
+            authorizer_trust: global.authorizer_trust.clone().unwrap_or_default(),
         };
         let set = LayerSet {
             layers,

@@ -2,6 +2,7 @@
 
 pub mod compiled;
 pub mod config;
+pub mod edit;
 pub mod evaluate;
 pub mod frontmatter;
 pub mod layers;

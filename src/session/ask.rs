@@ -189,6 +189,16 @@ pub struct Ask {
     pub waiters: Vec<Waiter>,
     pub created: Instant,
     pub deadline: Instant,
+    /// Wall-clock time (ms) the ask entered an inbox: the inbox entry's
+    /// `mtime` and the order of the `pending` listing, so a person can
+    /// sort what waits by age.
+    pub arrived_ms: Option<u64>,
+    /// The deadline as wall-clock time (ms), for people.
+    pub deadline_ms: u64,
+    /// The last decision a person wrote here that the daemon refused, with
+    /// why: a `write` can only return an errno, so the reason is shown
+    /// where the person looks (the inbox entry, `pending`).
+    pub last_error: Option<String>,
 }
 
 impl std::fmt::Debug for Ask {

@@ -110,14 +110,33 @@ pub struct Authority {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     Allow,
-    AllowSession,
-    AllowSubagent,
+    /// A grant at the deciding session, for the given patterns (none: the
+    /// suggested ones).
+    AllowSession(Vec<String>),
+    /// A grant at the asking session, for the given patterns (none: the
+    /// suggested ones).
+    AllowSubagent(Vec<String>),
+    /// Allow, and add `allow` rules for the given patterns (none: the
+    /// suggested ones) to the global config, so the decision outlives the
+    /// daemon. The operator's alone.
+    AllowAlwaysGlobal(Vec<String>),
     Deny(Option<String>),
 }
 
+/// Most patterns one decision may record.
+pub const MAX_DECISION_PATTERNS: usize = 64;
+/// Longest pattern a decision may record, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
+const DECISION_FORMS: &str =
+    "write allow, allow session [PATTERN…], allow subagent [PATTERN…], deny, or deny <reason>";
+
 impl Decision {
-    /// `allow`, `allow session`, `allow subagent`, `deny`, `deny <reason>`,
-    /// or JSON `{"decision": "...", "reason": "..."}`.
+    /// `allow`, `allow session [PATTERN…]`, `allow subagent [PATTERN…]`,
+    /// `deny`, `deny <reason>`, or JSON `{"decision": "...", "reason":
+    /// "...", "patterns": [...]}`. Patterns in the text form are separated
+    /// by blanks (quote one that holds a blank: `"git push *"`) or given one
+    /// per line.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.starts_with('{') {
@@ -131,24 +150,202 @@ impl Decision {
                 .get("reason")
                 .and_then(|r| r.as_str())
                 .map(str::to_string);
-            return match (decision, reason) {
-                ("deny", reason) => Ok(Self::Deny(reason)),
-                (other, None) => Self::parse(other),
-                (_, Some(_)) => Err("only a deny takes a reason".into()),
+            let patterns = match value.get("patterns") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Array(items)) => Some(
+                    items
+                        .iter()
+                        .map(|p| {
+                            p.as_str()
+                                .map(str::to_string)
+                                .ok_or_else(|| "\"patterns\" must be a list of strings".to_string())
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+                Some(_) => return Err("\"patterns\" must be a list of strings".into()),
             };
+            if decision.trim() == "allow always" {
+                if reason.is_some() {
+                    return Err("only a deny takes a reason".into());
+                }
+                return always(
+                    value.get("layer").and_then(|l| l.as_str()).unwrap_or(""),
+                    patterns.unwrap_or_default(),
+                );
+            }
+            return match (decision.trim(), reason, patterns) {
+                ("deny", reason, None) => Ok(Self::Deny(reason)),
+                (_, Some(_), _) => Err("only a deny takes a reason".into()),
+                ("allow session", None, Some(patterns)) => {
+                    Ok(Self::AllowSession(validate_patterns(patterns)?))
+                }
+                ("allow subagent", None, Some(patterns)) => {
+                    Ok(Self::AllowSubagent(validate_patterns(patterns)?))
+                }
+                (_, None, Some(_)) => {
+                    Err("only allow session and allow subagent take patterns".into())
+                }
+                (other, None, None) if !other.starts_with('{') => Self::parse(other),
+                (other, None, None) => Err(format!("unknown decision {other:?}: {DECISION_FORMS}")),
+            };
+        }
+        if let Some(rest) = text.strip_prefix("allow always") {
+            if rest.is_empty() || rest.starts_with(char::is_whitespace) {
+                let mut words = split_patterns(rest)?;
+                let layer = if words.is_empty() {
+                    String::new()
+                } else {
+                    words.remove(0)
+                };
+                return always(&layer, words);
+            }
+        }
+        for (prefix, session) in [("allow session", true), ("allow subagent", false)] {
+            let Some(rest) = text.strip_prefix(prefix) else {
+                continue;
+            };
+            if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+                continue;
+            }
+            let patterns = validate_patterns(split_patterns(rest)?)?;
+            return Ok(if session {
+                Self::AllowSession(patterns)
+            } else {
+                Self::AllowSubagent(patterns)
+            });
         }
         match text {
             "allow" => Ok(Self::Allow),
-            "allow session" => Ok(Self::AllowSession),
-            "allow subagent" => Ok(Self::AllowSubagent),
             "deny" => Ok(Self::Deny(None)),
             _ => match text.strip_prefix("deny ") {
-                Some(reason) if !reason.trim().is_empty() => Ok(Self::Deny(Some(reason.trim().to_string()))),
-                _ => Err(format!(
-                    "unknown decision {text:?}: write allow, allow session, allow subagent, deny, or deny <reason>"
-                )),
+                Some(reason) if !reason.trim().is_empty() => {
+                    Ok(Self::Deny(Some(reason.trim().to_string())))
+                }
+                _ => Err(format!("unknown decision {text:?}: {DECISION_FORMS}")),
             },
         }
+    }
+}
+
+/// `allow always LAYER [PATTERN…]`: only the global config for now.
+fn always(layer: &str, patterns: Vec<String>) -> Result<Decision, String> {
+    match layer {
+        "global" => Ok(Decision::AllowAlwaysGlobal(validate_patterns(patterns)?)),
+        "project" => Err("allow always project is not supported yet: use allow always global, or edit the project config".into()),
+        "" => Err("allow always needs the layer to write: allow always global [PATTERN…]".into()),
+        other => Err(format!("unknown layer {other:?} for allow always: write allow always global [PATTERN…]")),
+    }
+}
+
+/// The patterns after `allow session`: one per line when there are
+/// several lines, else separated by blanks, with `"…"` or `'…'` quoting a
+/// pattern that holds blanks.
+fn split_patterns(rest: &str) -> Result<Vec<String>, String> {
+    if rest.contains('\n') {
+        return Ok(rest
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect());
+    }
+    let mut out = Vec::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let Some(first) = chars.next() else {
+            return Ok(out);
+        };
+        let mut token = String::new();
+        if first == '"' || first == '\'' {
+            loop {
+                match chars.next() {
+                    Some(c) if c == first => break,
+                    Some(c) => token.push(c),
+                    None => return Err(format!("unclosed {first} in the patterns")),
+                }
+            }
+        } else {
+            token.push(first);
+            while let Some(c) = chars.peek().copied() {
+                if c.is_whitespace() {
+                    break;
+                }
+                token.push(c);
+                chars.next();
+            }
+        }
+        out.push(token);
+    }
+}
+
+/// Patterns a person wrote: non-empty, printable, bounded, and valid in
+/// the rule language, so what is recorded is exactly what was meant.
+fn validate_patterns(patterns: Vec<String>) -> Result<Vec<String>, String> {
+    if patterns.len() > MAX_DECISION_PATTERNS {
+        return Err(format!(
+            "{} patterns; at most {MAX_DECISION_PATTERNS} per decision",
+            patterns.len()
+        ));
+    }
+    for pattern in &patterns {
+        if pattern.trim().is_empty() {
+            return Err("a pattern may not be empty".into());
+        }
+        if pattern.len() > MAX_PATTERN_BYTES {
+            return Err(format!(
+                "a pattern is {} bytes; at most {MAX_PATTERN_BYTES}",
+                pattern.len()
+            ));
+        }
+        if pattern.chars().any(char::is_control) {
+            return Err(format!("pattern {pattern:?} holds a control character"));
+        }
+        crate::policy::wildcard::compile(
+            pattern,
+            &home_dir(),
+            crate::policy::wildcard::Braced::Literal,
+        )
+        .map_err(|e| format!("pattern {pattern:?} is not valid: {e}"))?;
+    }
+    Ok(patterns)
+}
+
+/// How a pattern a person chose relates to what permfs derived from the
+/// facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breadth {
+    /// One of the suggested patterns.
+    Same,
+    /// Covered by a suggested pattern.
+    Narrower,
+    /// Covers a suggested pattern, and more.
+    Broader,
+    /// Neither: a grant for something that was not asked.
+    Elsewhere,
+}
+
+/// Compares `pattern` with the `suggested` patterns (as wildcards: a
+/// pattern that matches a suggestion's text covers it).
+pub fn breadth(pattern: &str, suggested: &[String]) -> Breadth {
+    if suggested.iter().any(|s| s == pattern) {
+        return Breadth::Same;
+    }
+    let home = home_dir();
+    let matches = |pattern: &str, text: &str| {
+        crate::policy::wildcard::compile(pattern, &home, crate::policy::wildcard::Braced::Literal)
+            .map(|globs| globs.iter().any(|g| g.compile_matcher().is_match(text)))
+            .unwrap_or(false)
+    };
+    if suggested.iter().any(|s| matches(pattern, s)) {
+        Breadth::Broader
+    } else if suggested.iter().any(|s| matches(s, pattern)) {
+        Breadth::Narrower
+    } else {
+        Breadth::Elsewhere
     }
 }
 
@@ -357,14 +554,20 @@ impl StateGuard<'_> {
                 }
                 deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
                 if let Some(inbox) = waited_at {
+                    let change = if matches!(response.decided_by, DecidedBy::User { .. }) {
+                        "decided"
+                    } else {
+                        "left"
+                    };
                     let event = serde_json::json!({
-                        "event": if matches!(response.decided_by, DecidedBy::User { .. }) { "decided" } else { "left" },
+                        "event": change,
                         "askId": response.ask_id,
                         "from": session,
                         "outcome": response.outcome,
                         "decidedBy": response.decided_by,
                     });
                     publish(&mut state, &inbox, event);
+                    publish_below(&mut state, &inbox, change);
                 }
             }
         }
@@ -401,6 +604,12 @@ impl Authority {
             .tree
             .add_root(name, spec, default_cwd, self.owner_uid)
             .map_err(AuthorityError::Invalid)
+    }
+
+    /// Re-reads the global config now (the daemon's `SIGHUP`); the error
+    /// when it is invalid (the policies then fail closed).
+    pub fn reload_global(&self) -> Option<String> {
+        self.loader.reload_global()
     }
 
     /// What `caller` is to `session` (`None`: no such session).
@@ -619,6 +828,9 @@ impl Authority {
                 waiters: Vec::new(),
                 created: now,
                 deadline: now + Duration::from_millis(timeout),
+                arrived_ms: None,
+                last_error: None,
+                deadline_ms: super::ask::now_ms() + timeout,
             },
         );
         state.outboxes.insert(key, ask_id.clone());
@@ -930,38 +1142,136 @@ impl Authority {
             .is_some_and(|s| s.grants.iter().any(|g| g.id == grant_id))
     }
 
-    /// What a person sees when they `cat` an inbox entry.
+    /// What a person sees when they `cat` an inbox entry. Holds nothing
+    /// that changes while the ask waits except `lastError`, so its size
+    /// (shown by `ls -l`) is the bytes a read returns.
     pub fn describe_pending(&self, session: &str, ask_id: &str) -> Option<Vec<u8>> {
         let state = lock(&self.state);
         let ask = state.asks.get(ask_id)?;
         if ask.pending_at.as_deref() != Some(session) || ask.response.is_some() {
             return None;
         }
-        let chain = state
-            .tree
-            .get(&ask.origin)
-            .map(|s| s.principal_chain(&state.tree))
-            .unwrap_or_default();
-        let view = serde_json::json!({
-            "askId": ask.id,
-            "from": ask.origin,
-            "request": ask.rid,
-            "message": ask.request.as_ref().and_then(|r| r.message.clone()),
-            "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
-            "facts": ask.facts.intents,
-            "hops": ask.hops,
-            "suggestedGrants": suggested_grants(ask),
-            "answer": "write one of: allow | allow session | allow subagent | deny | deny <reason>",
-        });
+        let mut view = pending_entry(&state, ask);
+        if let serde_json::Value::Object(object) = &mut view {
+            object.insert(
+                "answer".into(),
+                serde_json::json!(format!(
+                    "write one of: {}",
+                    DECISION_FORMS.trim_start_matches("write ")
+                )),
+            );
+        }
         let mut bytes = serde_json::to_vec_pretty(&view).ok()?;
         bytes.push(b'\n');
         Some(bytes)
+    }
+
+    /// When the ask entered the inbox it waits in (ms since the epoch).
+    pub fn arrived_ms(&self, ask_id: &str) -> Option<u64> {
+        lock(&self.state)
+            .asks
+            .get(ask_id)
+            .and_then(|a| a.arrived_ms)
+    }
+
+    /// Every ask waiting in an inbox at `session` or below it where
+    /// `caller` may decide, oldest first: the `pending` listing. Each
+    /// entry names the inbox file (relative to `session`'s directory) a
+    /// decision goes to. Asks in inboxes `caller` may not decide at are
+    /// left out, and only counted.
+    pub fn pending_below(&self, session: &str, caller: Caller) -> Option<serde_json::Value> {
+        let state = lock(&self.state);
+        state.tree.get(session)?;
+        let prefix = format!("{session}/");
+        let now = super::ask::now_ms();
+        let mut entries: Vec<(u64, u64, serde_json::Value)> = Vec::new();
+        let mut hidden = 0usize;
+        for id in &state.pending {
+            let Some(ask) = state.asks.get(id) else {
+                continue;
+            };
+            let Some(at) = ask.pending_at.as_deref() else {
+                continue;
+            };
+            if ask.response.is_some() || (at != session && !at.starts_with(&prefix)) {
+                continue;
+            }
+            let may = state
+                .tree
+                .get(at)
+                .is_some_and(|node| Standing::of(caller, node, self.owner_uid).may_decide());
+            if !may {
+                hidden += 1;
+                continue;
+            }
+            let mut entry = pending_entry(&state, ask);
+            let arrived = ask.arrived_ms.unwrap_or(now);
+            if let serde_json::Value::Object(object) = &mut entry {
+                let relative = at
+                    .strip_prefix(&prefix)
+                    .map(|below| {
+                        below
+                            .split('/')
+                            .map(|name| format!("children/{name}/"))
+                            .collect::<String>()
+                    })
+                    .unwrap_or_default();
+                object.insert(
+                    "inbox".into(),
+                    serde_json::json!(format!("{relative}inbox/{}", ask.id)),
+                );
+                object.insert(
+                    "ageMs".into(),
+                    serde_json::json!(now.saturating_sub(arrived)),
+                );
+                object.insert(
+                    "remainingMs".into(),
+                    serde_json::json!(ask
+                        .deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_millis() as u64),
+                );
+            }
+            let seq = ask
+                .id
+                .split('-')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            entries.push((arrived, seq, entry));
+        }
+        entries.sort_by_key(|(arrived, seq, _)| (*arrived, *seq));
+        Some(serde_json::json!({
+            "session": session,
+            "now": now,
+            "pending": entries.into_iter().map(|(_, _, e)| e).collect::<Vec<_>>(),
+            "notShown": hidden,
+        }))
     }
 
     /// May `caller` decide at `session`?
     pub fn may_decide(&self, session: &str, caller: Caller) -> bool {
         self.standing(session, caller)
             .is_some_and(Standing::may_decide)
+    }
+
+    /// A refused decision: kept on the ask (when it still waits here) so
+    /// the person can read why, and told to the session's event stream.
+    fn record_refusal(&self, session: &str, ask_id: &str, reason: &str) {
+        let mut state = lock(&self.state);
+        let waiting_here = state
+            .asks
+            .get(ask_id)
+            .is_some_and(|a| a.response.is_none() && a.pending_at.as_deref() == Some(session));
+        if !waiting_here {
+            return;
+        }
+        if let Some(ask) = state.asks.get_mut(ask_id) {
+            ask.last_error = Some(reason.to_string());
+        }
+        let event = serde_json::json!({"event": "refused", "askId": ask_id, "error": reason});
+        publish(&mut state, session, event);
+        publish_below(&mut state, session, "refused");
     }
 
     /// A live decision written to `session`'s inbox entry `ask_id`.
@@ -978,7 +1288,13 @@ impl Authority {
                 "uid {uid} may not decide for session {session:?} (from here)"
             )));
         }
-        let decision = Decision::parse(text).map_err(AuthorityError::Invalid)?;
+        let decision = match Decision::parse(text) {
+            Ok(decision) => decision,
+            Err(reason) => {
+                self.record_refusal(session, ask_id, &reason);
+                return Err(AuthorityError::Invalid(reason));
+            }
+        };
         let mut state = lock(&self.state);
         let ask = state
             .asks
@@ -989,26 +1305,82 @@ impl Authority {
                 "ask {ask_id:?} is no longer pending here"
             )));
         }
+        // `allow always` writes the global config first: when that fails
+        // nothing is decided, and the person reads why.
+        let mut always = None;
+        if let Decision::AllowAlwaysGlobal(patterns) = &decision {
+            let operator = state.tree.get(session).is_some_and(|node| {
+                Standing::of(caller, node, self.owner_uid) == Standing::Operator
+            });
+            let written = if operator {
+                self.write_always(ask, patterns)
+            } else {
+                Err(AuthorityError::PermissionDenied(
+                    "only the operator (root or the mount owner) may change the global config"
+                        .into(),
+                ))
+            };
+            match written {
+                Ok(done) => always = Some(done),
+                Err(error) => {
+                    drop(state);
+                    self.record_refusal(session, ask_id, &error.to_string());
+                    return Err(error);
+                }
+            }
+        }
         let by = DecidedBy::User {
             session: session.to_string(),
             uid,
         };
         // A grant is recorded only once the decision that makes it is.
-        let grant = match decision {
-            Decision::AllowSession | Decision::AllowSubagent => {
-                let grant_at = if decision == Decision::AllowSession {
+        let grant = match &decision {
+            Decision::AllowSession(patterns) | Decision::AllowSubagent(patterns) => {
+                let grant_at = if matches!(decision, Decision::AllowSession(_)) {
                     session.to_string()
                 } else {
                     ask.origin.clone()
                 };
-                let rules = suggested_grants(ask)
-                    .into_iter()
-                    .flat_map(|(surface, pattern)| grant_rules(&surface, &pattern))
+                let chosen = chosen_grants(ask, patterns);
+                // Compared with what the facts alone suggest: an asker's
+                // own suggestion is no yardstick.
+                let derived: Vec<String> =
+                    derived_grants(ask).into_iter().map(|(_, p)| p).collect();
+                let mut broader: Vec<String> = Vec::new();
+                for (_, pattern) in &chosen {
+                    let wide = matches!(
+                        breadth(pattern, &derived),
+                        Breadth::Broader | Breadth::Elsewhere
+                    );
+                    if wide && !broader.contains(pattern) {
+                        broader.push(pattern.clone());
+                    }
+                }
+                let rules = chosen
+                    .iter()
+                    .flat_map(|(surface, pattern)| grant_rules(surface, pattern))
                     .collect::<Vec<_>>();
-                Some((grant_at, rules))
+                let patterns: Vec<String> = chosen.into_iter().map(|(_, p)| p).collect();
+                Some((grant_at, rules, patterns, broader))
             }
-            Decision::Allow | Decision::Deny(_) => None,
+            Decision::Allow | Decision::AllowAlwaysGlobal(_) | Decision::Deny(_) => None,
         };
+        // Patterns with no surface to put them on (an ask whose facts
+        // could not be fixed) would record an empty grant: refused.
+        let patterns_given = matches!(
+            &decision,
+            Decision::AllowSession(p) | Decision::AllowSubagent(p) if !p.is_empty()
+        );
+        if patterns_given
+            && grant
+                .as_ref()
+                .is_some_and(|(_, rules, _, _)| rules.is_empty())
+        {
+            drop(state);
+            let reason = "this ask has no surface a grant could cover: allow it once or deny it";
+            self.record_refusal(session, ask_id, reason);
+            return Err(AuthorityError::Invalid(reason.into()));
+        }
         let (outcome, reason) = match decision {
             Decision::Deny(reason) => (Outcome::Deny, reason),
             _ => (Outcome::Allow, None),
@@ -1021,6 +1393,18 @@ impl Authority {
             reason,
             Some(session.to_string()),
         );
+        // A person's `allow session`/`allow subagent` is a session
+        // approval in the reference's vocabulary: the asker reads
+        // `approved_for_session`, not a one-off `approved`.
+        if grant.is_some() {
+            if let Some(answer) = state.after_unlock.answers.last_mut() {
+                if let Some(response) = Arc::get_mut(&mut answer.response) {
+                    if response.approved && response.ask_id == ask_id {
+                        response.state = "approved_for_session";
+                    }
+                }
+            }
+        }
         // The person is told when their decision could not be recorded:
         // the asker was denied (`audit_unavailable`) and no grant is made.
         state.commit().map_err(|failure| {
@@ -1032,13 +1416,82 @@ impl Authority {
                 failure.errno,
             )
         })?;
-        if let Some((grant_at, rules)) = grant {
+        if let Some((file, added)) = always {
             let mut state = lock(&self.state);
-            self.add_grant(&mut state, &grant_at, rules, ask_id.to_string(), uid);
+            let event = serde_json::json!({
+                "event": "always",
+                "askId": ask_id,
+                "file": file,
+                "added": added,
+            });
+            publish(&mut state, session, event);
+        }
+        if let Some((grant_at, rules, patterns, broader)) = grant {
+            if !broader.is_empty() {
+                tracing::warn!(%session, ask = %ask_id, ?broader, "a grant broader than the suggestion was recorded");
+            }
+            let mut state = lock(&self.state);
+            let id = self.add_grant(
+                &mut state,
+                &grant_at,
+                rules,
+                ask_id.to_string(),
+                uid,
+                broader.clone(),
+            );
+            let event = serde_json::json!({
+                "event": "granted",
+                "askId": ask_id,
+                "grant": id,
+                "at": grant_at,
+                "patterns": patterns,
+                "broaderThanSuggested": broader,
+            });
+            publish(&mut state, session, event);
         }
         Ok(())
     }
 
+    /// Adds the ask's rules (or the person's patterns) to the global
+    /// config file as `allow`, replacing the file in one rename, and
+    /// re-reads it. Returns the file and the lines added.
+    fn write_always(
+        &self,
+        ask: &Ask,
+        patterns: &[String],
+    ) -> Result<(String, Vec<String>), AuthorityError> {
+        let path = self.loader.global_path().ok_or_else(|| {
+            AuthorityError::Invalid("permfs runs without a global config file (--config)".into())
+        })?;
+        let rules = chosen_grants(ask, patterns);
+        if rules.is_empty() {
+            return Err(AuthorityError::Invalid(
+                "this ask has no surface a rule could cover: allow it once or deny it".into(),
+            ));
+        }
+        // A rule on a bare family covers both directions, as grants do.
+        let rules: Vec<(String, String)> = rules
+            .iter()
+            .flat_map(|(surface, pattern)| {
+                grant_rules(surface, pattern)
+                    .into_iter()
+                    .map(|rule| (rule.surface, rule.pattern))
+            })
+            .collect();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            AuthorityError::Invalid(format!("{} cannot be read: {e}", path.display()))
+        })?;
+        let (edited, added) = crate::policy::edit::add_allow_rules(&text, &rules)
+            .map_err(|e| AuthorityError::Invalid(format!("{}: {e}", path.display())))?;
+        crate::policy::edit::replace_file(path, &edited).map_err(AuthorityError::Invalid)?;
+        tracing::info!(file = %path.display(), ?added, "allow always: rules added to the global config");
+        if let Some(error) = self.loader.reload_global() {
+            tracing::error!(%error, "the global config does not load after allow always");
+        }
+        Ok((path.display().to_string(), added))
+    }
+
+    /// Records a grant; returns its id (`None`: the session is gone).
     fn add_grant(
         &self,
         state: &mut State,
@@ -1046,20 +1499,21 @@ impl Authority {
         rules: Vec<Rule>,
         from_ask: String,
         uid: u32,
-    ) {
+        broader_than_suggested: Vec<String>,
+    ) -> Option<String> {
         state.next_id += 1;
         let id = format!("g{}", state.next_id);
-        let Some(node) = state.tree.get_mut(session) else {
-            return;
-        };
+        let node = state.tree.get_mut(session)?;
         node.grants.push(Grant {
-            id,
+            id: id.clone(),
             rules,
             from_ask,
             granted_by_uid: uid,
+            broader_than_suggested,
         });
         recompile_grants(node);
         self.rewalk_pending_at(state, session);
+        Some(id)
     }
 
     /// Grants at a session, for listing under `grants/`.
@@ -1298,13 +1752,43 @@ fn decided_by_for(judgment: &Judgment) -> DecidedBy {
     }
 }
 
+/// What a grant (or `allow always`) records: the suggestion, or the
+/// person's patterns on every surface the suggestion covers.
+fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, String)> {
+    let suggested = suggested_grants(ask);
+    if patterns.is_empty() {
+        return suggested;
+    }
+    let mut surfaces: Vec<String> = Vec::new();
+    for (surface, _) in suggested {
+        if !surfaces.contains(&surface) {
+            surfaces.push(surface);
+        }
+    }
+    surfaces
+        .iter()
+        .flat_map(|s| patterns.iter().map(move |p| (s.clone(), p.clone())))
+        .collect()
+}
+
 /// (surface, pattern) pairs an `allow session` answer records: the
 /// asker's own suggestions when it gave some, else one per fact surface
 /// that is not already allowed, derived as the reference derives them.
 fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
+    grants_for(ask, true)
+}
+
+/// What permfs itself would suggest from the facts, ignoring the asker's
+/// suggestions: the yardstick for "broader than suggested".
+fn derived_grants(ask: &Ask) -> Vec<(String, String)> {
+    grants_for(ask, false)
+}
+
+fn grants_for(ask: &Ask, with_askers_suggestions: bool) -> Vec<(String, String)> {
     let suggested = ask
         .request
         .as_ref()
+        .filter(|_| with_askers_suggestions)
         .map(|r| r.suggested_patterns.clone())
         .unwrap_or_default();
     if suggested.is_empty() {
@@ -1489,6 +1973,70 @@ pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value
             .or_default()
             .publish(event);
     }
+}
+
+/// Tells every session above `inbox` that something changed in an inbox
+/// below it (`arrived`, `decided`, `left`, `refused`), without the ask's
+/// details: a reader re-reads `pending`, which shows only the asks it may
+/// decide. This is what lets one `events` stream drive a tree-wide view.
+pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str) {
+    let mut above = inbox.rsplit_once('/').map(|(parent, _)| parent.to_string());
+    while let Some(session) = above {
+        let event = serde_json::json!({"event": "below", "change": change, "at": inbox});
+        publish(state, &session, event);
+        above = session
+            .rsplit_once('/')
+            .map(|(parent, _)| parent.to_string());
+    }
+}
+
+/// What was asked, as the asker put it (the facts are shown apart).
+fn asked_view(request: Option<&Request>) -> serde_json::Value {
+    use crate::facts::request::AskForm;
+    match request.map(|r| &r.form) {
+        Some(AskForm::ToolCall { tool, input }) => {
+            serde_json::json!({"tool": tool, "input": input})
+        }
+        Some(AskForm::Surface { surface, value }) => {
+            serde_json::json!({"surface": surface, "value": value})
+        }
+        Some(AskForm::SurfaceOnly { surface }) => serde_json::json!({"surface": surface}),
+        Some(AskForm::Intents(_)) => serde_json::json!({"accessIntent": "pre-fixed facts"}),
+        None => serde_json::Value::Null,
+    }
+}
+
+/// One waiting ask as a person sees it: who asks, what, why it reached a
+/// person, until when; the asker's message is a field of its own.
+fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
+    let chain = state
+        .tree
+        .get(&ask.origin)
+        .map(|s| s.principal_chain(&state.tree))
+        .unwrap_or_default();
+    let grants = |pairs: Vec<(String, String)>| {
+        pairs
+            .into_iter()
+            .map(|(surface, pattern)| serde_json::json!({"surface": surface, "pattern": pattern}))
+            .collect::<Vec<_>>()
+    };
+    serde_json::json!({
+        "askId": ask.id,
+        "at": ask.pending_at,
+        "from": ask.origin,
+        "agent": ask.agent,
+        "request": ask.rid,
+        "arrivedAt": ask.arrived_ms,
+        "deadlineAt": ask.deadline_ms,
+        "asked": asked_view(ask.request.as_ref()),
+        "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+        "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
+        "facts": ask.facts.intents,
+        "hops": ask.hops,
+        "suggestedGrants": grants(suggested_grants(ask)),
+        "derivedGrants": grants(derived_grants(ask)),
+        "lastError": ask.last_error,
+    })
 }
 
 #[cfg(test)]
@@ -1809,5 +2357,174 @@ mod tests {
             authority.submit("main", "r", b"{}"),
             Err(AuthorityError::Exists(_))
         ));
+    }
+
+    #[test]
+    fn decisions_parse_patterns_and_refuse_what_they_cannot_record() {
+        assert_eq!(
+            Decision::parse("allow session\n"),
+            Ok(Decision::AllowSession(vec![]))
+        );
+        assert_eq!(
+            Decision::parse(r#"allow session /w/a.txt "git push *""#),
+            Ok(Decision::AllowSession(vec![
+                "/w/a.txt".into(),
+                "git push *".into()
+            ]))
+        );
+        assert_eq!(
+            Decision::parse("allow subagent\n/a/*\n/b/*\n"),
+            Ok(Decision::AllowSubagent(vec!["/a/*".into(), "/b/*".into()]))
+        );
+        assert_eq!(
+            Decision::parse(r#"{"decision":"allow session","patterns":["/w/*"]}"#),
+            Ok(Decision::AllowSession(vec!["/w/*".into()]))
+        );
+        for bad in [
+            "alow",
+            "allow always",
+            "allow sessionx",
+            r#"allow session "open"#,
+            r#"{"decision":"allow","patterns":["x"]}"#,
+            r#"{"decision":"allow session","patterns":[1]}"#,
+            r#"{"decision":"allow session","patterns":["a\u001bb"]}"#,
+        ] {
+            assert!(Decision::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+        let derived = vec!["/tmp/x/*".to_string()];
+        assert_eq!(breadth("/tmp/x/*", &derived), Breadth::Same);
+        assert_eq!(breadth("/tmp/x/notes.txt", &derived), Breadth::Narrower);
+        assert_eq!(breadth("/tmp/*", &derived), Breadth::Broader);
+        assert_eq!(breadth("*", &derived), Breadth::Broader);
+        assert_eq!(breadth("/etc/*", &derived), Breadth::Elsewhere);
+    }
+
+    #[test]
+    fn a_narrowed_grant_records_exactly_its_patterns_and_errors_stay_readable() {
+        let (authority, dir) = authority(r#"{"permission": {"*": "ask"}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let child = authority
+            .spawn("main", "c", SpawnSpec::default(), root())
+            .expect("child");
+        let ask = authority
+            .submit(
+                &child,
+                "a",
+                br#"{"surface":"bash","value":"git push origin main"}"#,
+            )
+            .expect("ok");
+        assert!(matches!(
+            authority.decide("main", &ask, root(), "alow"),
+            Err(AuthorityError::Invalid(_))
+        ));
+        let view: serde_json::Value =
+            serde_json::from_slice(&authority.describe_pending("main", &ask).expect("view"))
+                .expect("json");
+        assert!(view["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown decision")));
+        assert!(view["arrivedAt"].as_u64().is_some());
+        authority
+            .decide("main", &ask, root(), r#"allow session "git push origin *""#)
+            .expect("decided");
+        let grants = authority.grants("main");
+        assert_eq!(grants.len(), 1);
+        let patterns: Vec<_> = grants[0].rules.iter().map(|r| r.pattern.clone()).collect();
+        assert_eq!(patterns, vec!["git push origin *".to_string()]);
+        assert_eq!(
+            grants[0].broader_than_suggested,
+            vec!["git push origin *".to_string()]
+        );
+        let covered = authority
+            .submit(
+                &child,
+                "b",
+                br#"{"surface":"bash","value":"git push origin dev"}"#,
+            )
+            .expect("ok");
+        assert_eq!(
+            authority.response(&covered).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let other = authority
+            .submit(&child, "c", br#"{"surface":"bash","value":"git pull"}"#)
+            .expect("ok");
+        assert!(
+            authority.response(&other).is_none(),
+            "the grant is exactly its pattern"
+        );
+    }
+
+    #[test]
+    fn pending_lists_asks_below_only_where_the_reader_may_decide() {
+        let (authority, dir) = authority(r#"{"permission": {"*": "ask"}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let mine = SpawnSpec {
+            interactive: true,
+            decider_uid: Some(3000),
+            ..Default::default()
+        };
+        let theirs = SpawnSpec {
+            interactive: true,
+            decider_uid: Some(4000),
+            ..Default::default()
+        };
+        let a = authority.spawn("main", "a", mine, root()).expect("a");
+        let b = authority.spawn("main", "b", theirs, root()).expect("b");
+        let first = authority
+            .submit("main", "r1", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        let second = authority
+            .submit(&a, "r2", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        let third = authority
+            .submit(&b, "r3", br#"{"surface":"bash","value":"make"}"#)
+            .expect("ok");
+        let ids = |view: serde_json::Value| {
+            view["pending"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| {
+                            (
+                                e["askId"].as_str().unwrap_or("").to_string(),
+                                e["inbox"].as_str().unwrap_or("").to_string(),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        let all = ids(authority.pending_below("main", root()).expect("view"));
+        assert_eq!(
+            all,
+            vec![
+                (first.clone(), format!("inbox/{first}")),
+                (second.clone(), format!("children/a/inbox/{second}")),
+                (third.clone(), format!("children/b/inbox/{third}")),
+            ]
+        );
+        // uid 3000 decides at a only; in a sandbox, nowhere.
+        let view = authority.pending_below("main", uid(3000)).expect("view");
+        assert_eq!(view["notShown"], 2);
+        assert_eq!(
+            ids(view),
+            vec![(second.clone(), format!("children/a/inbox/{second}"))]
+        );
+        let sandboxed = Caller {
+            uid: 3000,
+            in_daemon_namespace: false,
+        };
+        assert!(ids(authority.pending_below("main", sandboxed).expect("view")).is_empty());
+        let root_sandboxed = Caller {
+            uid: 0,
+            in_daemon_namespace: false,
+        };
+        assert!(ids(authority
+            .pending_below("main", root_sandboxed)
+            .expect("view"))
+        .is_empty());
     }
 }

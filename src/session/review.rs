@@ -250,6 +250,7 @@ impl Authority {
                 return;
             };
             ask.pending_at = Some(review.node.clone());
+            ask.arrived_ms = Some(super::ask::now_ms());
             let event = json!({
                 "event": "arrived",
                 "askId": ask.id,
@@ -258,6 +259,7 @@ impl Authority {
                 "facts": ask.facts.intents,
             });
             super::authority::publish(state, &review.node, event);
+            super::authority::publish_below(state, &review.node, "arrived");
         } else {
             finish(
                 state,

@@ -20,6 +20,11 @@ pub struct Grant {
     /// The ask whose answer created it.
     pub from_ask: String,
     pub granted_by_uid: u32,
+    /// Patterns the person chose that cover more than permfs would have
+    /// suggested from the facts (or something else entirely): shown so a
+    /// wide grant is never silent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub broader_than_suggested: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

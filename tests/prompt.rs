@@ -1,0 +1,305 @@
+//! `permfs prompt` driven as a person drives it: in a real terminal (tmux,
+//! `send-keys` to type, `capture-pane` to read the screen) against a real
+//! mount. Skips, saying so, when tmux is not installed.
+
+mod common;
+
+use common::{eventually, Daemon};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow"}}}"#;
+
+/// A tmux server of its own (its own socket), killed on drop with every
+/// process in it, also when the test fails.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn available() -> bool {
+        let found = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            eprintln!("skipped: tmux is not installed (apt-get install tmux; .ci/run does)");
+        }
+        found
+    }
+
+    fn start(command: &[&str]) -> Self {
+        let tmux = Self {
+            socket: format!("permfs-test-{}", std::process::id()),
+        };
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &tmux.socket,
+                "new-session",
+                "-d",
+                "-s",
+                "p",
+                "-x",
+                "160",
+                "-y",
+                "50",
+            ])
+            .args(command)
+            .status()
+            .expect("tmux runs");
+        assert!(status.success(), "tmux session started");
+        tmux
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "p"])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(status.success());
+    }
+
+    /// Types `text` literally (no key names).
+    fn type_text(&self, text: &str) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "p", "-l", text])
+            .status()
+            .expect("send-keys -l");
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "p"])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Waits until the screen satisfies `check`; returns it.
+    fn until(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: {what}\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn session_alive(&self) -> bool {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "has-session", "-t", "p"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+        // tmux may leave its socket file behind.
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let base = std::env::var("TMUX_TMPDIR").unwrap_or_else(|_| "/tmp".into());
+        let _ = std::fs::remove_file(format!("{base}/tmux-{uid}/{}", self.socket));
+    }
+}
+
+fn line_with<'a>(screen: &'a str, needle: &str) -> Option<&'a str> {
+    screen.lines().find(|l| l.contains(needle))
+}
+
+#[test]
+fn a_person_decides_three_asks_in_the_prompt() {
+    if !Tmux::available() {
+        return;
+    }
+    let daemon = Daemon::start(CONFIG, None);
+    let main = daemon.session("main");
+    for child in ["a", "b", "c"] {
+        std::fs::write(main.join("ctl"), format!("spawn {child}")).expect("spawned");
+    }
+    let first = daemon.ask(
+        "main/a",
+        "first",
+        r#"{"surface":"bash","value":"git push origin main","message":"push the fix"}"#,
+    );
+    eventually("first waits", || daemon.inbox("main").len() == 1);
+    std::thread::sleep(Duration::from_millis(30));
+    let second = daemon.ask(
+        "main/b",
+        "second",
+        r#"{"tool":"write","input":{"path":"../notes.txt"},"message":"save notes"}"#,
+    );
+    eventually("second waits", || daemon.inbox("main").len() == 2);
+    std::thread::sleep(Duration::from_millis(30));
+    let third = daemon.ask(
+        "main/c",
+        "third",
+        r#"{"surface":"bash","value":"rm -rf build","message":"\u001b[2J\u001b[31mSYSTEM: approved\u202e exe.txt\nsecond line"}"#,
+    );
+    eventually("third waits", || daemon.inbox("main").len() == 3);
+
+    let dir = main.to_string_lossy().into_owned();
+    let tmux = Tmux::start(&[env!("CARGO_BIN_EXE_permfs"), "prompt", &dir]);
+    let screen = tmux.until("three asks listed", |s| s.contains("3 waiting"));
+    let row = |n: &str| {
+        line_with(&screen, &format!(" {n}. "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        row("1").contains("from main/a") && row("1").contains("git push origin main"),
+        "{screen}"
+    );
+    assert!(
+        row("2").contains("from main/b") && row("2").contains("write ../notes.txt"),
+        "{screen}"
+    );
+    assert!(
+        row("3").contains("from main/c") && row("3").contains("rm -rf build"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("push the fix"),
+        "the message is shown: {screen}"
+    );
+
+    // The third: its message shows escaped, apart from the facts.
+    tmux.keys(&["Down", "Down"]);
+    let screen = tmux.until("the third ask", |s| {
+        s.contains("WHAT     bash rm -rf build")
+    });
+    assert!(
+        screen.contains(r"\x1b[2J\x1b[31mSYSTEM: approved<U+202E> exe.txt\n"),
+        "{screen}"
+    );
+    assert!(screen.contains("second line"), "{screen}");
+    assert!(
+        screen.contains("message from the agent (untrusted"),
+        "{screen}"
+    );
+    // A decision the daemon refuses: the reason is on the screen.
+    tmux.keys(&["s", "Tab"]);
+    tmux.type_text(" ");
+    tmux.keys(&["Enter"]);
+    tmux.until("the refusal shown", |s| {
+        s.contains("refused (EINVAL): a pattern may not be empty")
+    });
+    // Deny it with a reason.
+    tmux.keys(&["r"]);
+    tmux.type_text("not in this repo");
+    tmux.keys(&["Enter"]);
+    tmux.until("two left", |s| s.contains("2 waiting"));
+    let denied = daemon.response(&third);
+    assert_eq!(denied["state"], "denied_with_reason");
+    assert_eq!(denied["denialReason"], "not in this repo");
+
+    // The first: allow once.
+    tmux.keys(&["Up", "Up"]);
+    tmux.until("the first selected", |s| {
+        s.contains("WHAT     bash git push origin main")
+    });
+    tmux.keys(&["a"]);
+    tmux.until("one left", |s| s.contains("1 waiting"));
+    let allowed = daemon.response(&first);
+    assert_eq!(allowed["state"], "approved");
+    assert_eq!(allowed["decidedBy"]["kind"], "user");
+
+    // The second: narrow the suggested pattern to the file, then grant.
+    let work = std::fs::canonicalize(daemon.dir.path()).expect("temp dir");
+    let exact = work.join("notes.txt").to_string_lossy().into_owned();
+    tmux.keys(&["s"]);
+    tmux.until("the editor with the suggestion", |s| {
+        s.contains("[as suggested]")
+    });
+    tmux.keys(&["C-u"]);
+    tmux.type_text(&exact);
+    tmux.until("the narrower pattern", |s| s.contains("[narrower]"));
+    tmux.keys(&["Enter"]);
+    tmux.until("nothing left", |s| s.contains("0 waiting"));
+    let granted = daemon.response(&second);
+    assert_eq!(granted["state"], "approved_for_session");
+    let grants: Vec<_> = std::fs::read_dir(main.join("grants"))
+        .expect("grants")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(grants.len(), 1);
+    let grant: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&grants[0]).expect("grant")).expect("JSON");
+    let patterns: Vec<&str> = grant["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["pattern"].as_str())
+        .collect();
+    assert!(
+        !patterns.is_empty() && patterns.iter().all(|p| *p == exact),
+        "{grant:#}"
+    );
+
+    // A new ask arrives live; its long command is wrapped, never cut
+    // silently (the queue row ends in a visible `…`).
+    let long = format!("make {}END", "x".repeat(300));
+    let fourth = daemon.ask(
+        "main/a",
+        "fourth",
+        &serde_json::json!({"surface": "bash", "value": long}).to_string(),
+    );
+    let screen = tmux.until("the new ask", |s| {
+        s.contains("1 waiting") && s.contains("xEND")
+    });
+    assert!(
+        line_with(&screen, " 1. ")
+            .is_some_and(|row| row.trim_end_matches('│').trim_end().ends_with('…')),
+        "{screen}"
+    );
+    assert!(
+        screen.matches('x').count() >= 300,
+        "the whole command is on the screen: {screen}"
+    );
+
+    // Allow always: the rule goes into the global config, and the screen
+    // shows the line added.
+    tmux.keys(&["A"]);
+    tmux.until("the always editor", |s| {
+        s.contains("allow always: rules to add")
+    });
+    tmux.keys(&["C-u"]);
+    tmux.type_text("make *");
+    tmux.keys(&["Enter"]);
+    tmux.until("the added line", |s| {
+        s.contains(r#"permission.bash: "make *": "allow""#)
+    });
+    assert_eq!(daemon.response(&fourth)["outcome"], "allow");
+    let config = std::fs::read_to_string(daemon.dir.path().join("config.json")).expect("config");
+    assert!(config.contains(r#""make *": "allow""#), "{config}");
+
+    // q leaves without deciding anything.
+    let fifth = daemon.ask(
+        "main/b",
+        "fifth",
+        r#"{"surface":"bash","value":"cargo publish"}"#,
+    );
+    tmux.until("the fifth", |s| {
+        s.contains("1 waiting") && s.contains("cargo publish")
+    });
+    tmux.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tmux.session_alive() {
+        assert!(Instant::now() < deadline, "q quits the prompt");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(daemon.inbox("main").len(), 1, "the fifth still waits");
+    drop(fifth);
+}
