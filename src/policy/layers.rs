@@ -340,6 +340,67 @@ impl PolicyLoader {
         error
     }
 
+    /// Deny rules, last so no config rule outranks them, on writing the
+    /// files this policy is made of: the project configs (whether they
+    /// exist yet or not), the project agent files, the global config and
+    /// the agent files. An agent that could write them would choose its
+    /// own rules; its cwd is where it works, so they are within reach.
+    /// (A session grant, which a person made, still comes after them.)
+    fn config_guard(&self, cwd: &Path) -> Vec<Rule> {
+        let mut targets: Vec<String> = Vec::new();
+        let mut add = |path: &Path, below: bool| {
+            let mut forms = vec![path.to_path_buf()];
+            // The canonical spelling too, when a symlink leads there.
+            if let Some(real) = path
+                .parent()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .zip(path.file_name())
+                .map(|(dir, name)| dir.join(name))
+            {
+                forms.push(real);
+            }
+            for form in forms {
+                let text = form.to_string_lossy().into_owned();
+                let pattern = if below { format!("{text}/*") } else { text };
+                if !targets.contains(&pattern) {
+                    targets.push(pattern);
+                }
+            }
+        };
+        for file in self.project_files(cwd) {
+            add(&file, false);
+        }
+        add(
+            &self
+                .sources
+                .project_agents_dir
+                .clone()
+                .unwrap_or_else(|| reference_project_agents_dir(cwd)),
+            true,
+        );
+        if let Some(global) = &self.sources.global {
+            add(global, false);
+        }
+        if let Some(agents) = &self.sources.agents_dir {
+            add(agents, true);
+        }
+        targets
+            .into_iter()
+            .map(|pattern| {
+                Rule::new(
+                    "path_write",
+                    &pattern,
+                    PermissionState::Deny,
+                    Origin::Builtin,
+                )
+                .with_reason(Some(
+                    "permfs: an agent may not edit the permission configuration it is judged by"
+                        .into(),
+                ))
+            })
+            .collect()
+    }
+
     fn project_files(&self, cwd: &Path) -> Vec<PathBuf> {
         match &self.sources.project_file {
             Some(file) => vec![file.clone()],
@@ -490,7 +551,9 @@ impl PolicyLoader {
             yolo: settings.yolo,
             invalid: invalid.clone(),
         };
-        let rules = CompiledRules::compile(compose_rules(&set), &self.home)?;
+        let mut composed = compose_rules(&set);
+        composed.extend(self.config_guard(cwd));
+        let rules = CompiledRules::compile(composed, &self.home)?;
         let failed_closed = !invalid.is_empty();
         if failed_closed {
             issues.extend(invalid);
