@@ -152,6 +152,7 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
                     "echo '{{\"surface\":\"bash\",\"value\":\"rm -rf /\"}}' > {m}/outbox/x.request"
                 ),
             ),
+            ("exchange", format!("exec 3<> {m}/outbox/y")),
             ("list-outbox", format!("ls {m}/outbox")),
             ("read-response", format!("cat {m}/outbox/p.response")),
             ("withdraw", format!("rm {m}/outbox/p.request")),
@@ -175,6 +176,7 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
         "spawn",
         "mkdir",
         "ask",
+        "exchange",
         "list-outbox",
         "read-response",
         "withdraw",
@@ -348,6 +350,10 @@ fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
                 "answer",
                 "grep -q '\"approved\": true' outbox/r.response".into(),
             ),
+            (
+                "exchange",
+                "exec 3<> outbox/x; echo '{\"surface\":\"bash\",\"value\":\"git log\"}' >&3; grep -q '\"approved\": true' <&3".into(),
+            ),
             ("list-inbox", "ls inbox".into()),
             ("read-own-ask", format!("cat inbox/{ask}")),
             ("self-approve", format!("echo allow > inbox/{ask}")),
@@ -373,6 +379,7 @@ fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
     let outcomes = outcomes(&output);
     assert_ok(&outcomes, "ask");
     assert_ok(&outcomes, "answer");
+    assert_ok(&outcomes, "exchange");
     assert_ok(&outcomes, "plain-child");
     for label in [
         "list-inbox",
