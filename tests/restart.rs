@@ -142,7 +142,7 @@ fn an_ordinary_user_mounts_through_fusermount3() {
     let script = format!(
         "{daemon} 2>{d}/daemon.err &\n\
          pid=$!\n\
-         for i in $(seq 200); do [ -e {d}/mnt/sessions/main/session.json ] && break; sleep 0.05; done\n\
+         for i in $(seq 200); do grep -q '{d}/mnt fuse' /proc/self/mounts && break; sleep 0.05; done\n\
          grep -c '{d}/mnt fuse.permfs' /proc/self/mounts\n\
          setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups bash -c \
            'echo \"{{\\\"surface\\\":\\\"bash\\\",\\\"value\\\":\\\"git status\\\"}}\" > {d}/mnt/sessions/main/outbox/r.request \
