@@ -255,25 +255,7 @@ impl PermFs {
     /// kernel's check everywhere, and the daemon checks the exact uid
     /// again on every call that asks, spawns or decides.
     fn ownership(&self, node: &Node) -> (u32, u16) {
-        let session = match node {
-            Node::SessionDir(s)
-            | Node::SessionJson(s)
-            | Node::RulesJson(s)
-            | Node::Ctl(s)
-            | Node::Events(s)
-            | Node::Pending(s)
-            | Node::Query(s)
-            | Node::OutboxDir(s)
-            | Node::Request(s, _)
-            | Node::Response(s, _)
-            | Node::Exchange(s, _)
-            | Node::InboxDir(s)
-            | Node::InboxItem(s, _)
-            | Node::GrantsDir(s)
-            | Node::Grant(s, _)
-            | Node::ChildrenDir(s) => Some(s.as_str()),
-            _ => None,
-        };
+        let session = node.session();
         let (asker, decider) = session
             .and_then(|s| {
                 self.authority

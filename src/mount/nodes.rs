@@ -38,6 +38,38 @@ pub enum Node {
 }
 
 impl Node {
+    /// The session a node belongs to, for the nodes inside a session's
+    /// directory (and the directory itself).
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Node::SessionDir(s)
+            | Node::SessionJson(s)
+            | Node::RulesJson(s)
+            | Node::Ctl(s)
+            | Node::Events(s)
+            | Node::Pending(s)
+            | Node::Query(s)
+            | Node::OutboxDir(s)
+            | Node::Request(s, _)
+            | Node::Response(s, _)
+            | Node::Exchange(s, _)
+            | Node::InboxDir(s)
+            | Node::InboxItem(s, _)
+            | Node::GrantsDir(s)
+            | Node::Grant(s, _)
+            | Node::ChildrenDir(s) => Some(s),
+            Node::Root
+            | Node::Readme
+            | Node::SessionsDir
+            | Node::AuditLog
+            | Node::JudgesDir
+            | Node::JudgeDir(_)
+            | Node::JudgeNext(_)
+            | Node::JudgeVerdict(_)
+            | Node::JudgeLease(_) => None,
+        }
+    }
+
     pub fn is_dir(&self) -> bool {
         matches!(
             self,
