@@ -1,0 +1,280 @@
+//! `permfs hook` against a real mount: real-shaped Claude Code and Codex
+//! events (tests/fixtures/hooks), each answer checked for its decision and
+//! validated against Codex's published PreToolUse output schema.
+
+mod common;
+
+use common::{eventually, Daemon};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const CONFIG: &str = r#"{"permission": {
+  "*": "ask",
+  "bash": {"*": "ask", "git *": "allow", "echo *": "allow"},
+  "path_read": {"*": "allow", "*.env": {"action": "deny", "reason": "secrets stay put"}},
+  "path_write": {"*": "allow"},
+  "path": "allow",
+  "fancytool": "allow"
+}}"#;
+
+fn fixture(name: &str, vars: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hooks")
+        .join(name);
+    let mut text = std::fs::read_to_string(path).expect("fixture");
+    for (key, value) in vars {
+        text = text.replace(&format!("${key}"), value);
+    }
+    let _: Value = serde_json::from_str(&text).expect("the fixture stays JSON");
+    text
+}
+
+/// Runs `permfs hook` with `event` on stdin.
+fn hook(mount: &Path, event: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("hook")
+        .arg("--mount")
+        .arg(mount)
+        .env_remove("PERMFS_SESSION")
+        .env("PERMFS_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("permfs hook starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(event.as_bytes());
+    }
+    child.wait_with_output().expect("permfs hook ends")
+}
+
+/// The decision and reason of a PreToolUse answer, after checking it
+/// against the published schema.
+fn decision(output: &Output) -> (String, String) {
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    validate(&text);
+    let answer: Value = serde_json::from_str(&text).expect("the answer is JSON");
+    let specific = &answer["hookSpecificOutput"];
+    assert_eq!(specific["hookEventName"], "PreToolUse", "{text}");
+    (
+        specific["permissionDecision"]
+            .as_str()
+            .expect("a decision")
+            .to_string(),
+        specific["permissionDecisionReason"]
+            .as_str()
+            .expect("a reason")
+            .to_string(),
+    )
+}
+
+/// Validates with python3's jsonschema when it is installed (a Rust
+/// JSON-schema crate is not in the offline registry).
+fn validate(answer: &str) {
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hooks/pre-tool-use.command.output.schema.json");
+    let check = "import json,sys\ntry:\n import jsonschema\nexcept ImportError:\n sys.exit(0)\njsonschema.validate(json.loads(sys.argv[2]), json.load(open(sys.argv[1])))";
+    let Ok(result) = Command::new("python3")
+        .args(["-c", check])
+        .arg(&schema)
+        .arg(answer)
+        .output()
+    else {
+        return;
+    };
+    assert!(
+        result.status.success(),
+        "the answer does not fit Codex's output schema: {answer}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+fn work(daemon: &Daemon) -> String {
+    daemon
+        .dir
+        .path()
+        .join("work")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_rule_allowed_bash_is_allowed_for_both_agents_and_the_session_is_spawned() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    for (file, session) in [
+        ("claude-pre-tool-use-bash.json", "c1a2"),
+        ("codex-pre-tool-use-bash.json", "x9/b?"),
+    ] {
+        let event = fixture(
+            file,
+            &[
+                ("SESSION", session),
+                ("CWD", &cwd),
+                ("COMMAND", "git status"),
+            ],
+        );
+        let output = hook(&daemon.mountpoint, &event);
+        assert!(output.status.success(), "{output:?}");
+        let (decision, reason) = decision(&output);
+        assert_eq!(decision, "allow", "{reason}");
+        assert!(reason.contains("rule bash \"git *\""), "{reason}");
+    }
+    assert!(daemon.session("main/c1a2").join("session.json").exists());
+    assert!(
+        daemon.session("main/x9-b-").join("session.json").exists(),
+        "a session id is made one safe name"
+    );
+    let end = fixture(
+        "claude-session-end.json",
+        &[("SESSION", "c1a2"), ("CWD", &cwd)],
+    );
+    let output = hook(&daemon.mountpoint, &end);
+    assert!(output.status.success(), "{output:?}");
+    eventually("SessionEnd ends the session", || {
+        !daemon.session("main/c1a2").exists()
+    });
+}
+
+#[test]
+fn a_read_of_an_env_file_is_denied_with_the_rule() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let start = fixture(
+        "claude-session-start.json",
+        &[("SESSION", "s1"), ("CWD", &cwd)],
+    );
+    let output = hook(&daemon.mountpoint, &start);
+    assert!(output.status.success(), "{output:?}");
+    assert!(daemon.session("main/s1").join("session.json").exists());
+    let path = format!("{cwd}/conf/.env");
+    let event = fixture(
+        "claude-pre-tool-use-read.json",
+        &[("SESSION", "s1"), ("CWD", &cwd), ("PATH", &path)],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    assert!(
+        output.status.success(),
+        "a decision, not an error: {output:?}"
+    );
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("secrets stay put"), "{reason}");
+}
+
+#[test]
+fn an_edit_outside_the_project_waits_for_a_person() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let path = elsewhere.path().join("notes.txt");
+    let event = fixture(
+        "claude-pre-tool-use-edit.json",
+        &[
+            ("SESSION", "e1"),
+            ("CWD", &cwd),
+            ("PATH", &path.to_string_lossy()),
+        ],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook(&mount, &event));
+    eventually("the edit waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown = std::fs::read_to_string(&entry).expect("the ask is readable");
+    assert!(
+        shown.contains("permission_mode=acceptEdits"),
+        "the mode is recorded in the message: {shown}"
+    );
+    std::fs::write(&entry, "allow").expect("decided");
+    let output = waiting.join().expect("the hook returns");
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "allow", "{reason}");
+    assert!(reason.contains("a person at main"), "{reason}");
+}
+
+#[test]
+fn a_subagents_call_climbs_from_its_child_session() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let start = fixture(
+        "claude-subagent-start.json",
+        &[("SESSION", "p1"), ("CWD", &cwd), ("AGENT", "agent-7")],
+    );
+    let output = hook(&daemon.mountpoint, &start);
+    assert!(output.status.success(), "{output:?}");
+    let info: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.session("main/p1/agent-7").join("session.json"))
+            .expect("the subagent's session"),
+    )
+    .expect("JSON");
+    assert_eq!(info["agent"], "Explore");
+    let event = fixture(
+        "claude-subagent-bash.json",
+        &[
+            ("SESSION", "p1"),
+            ("CWD", &cwd),
+            ("AGENT", "agent-7"),
+            ("COMMAND", "make deploy"),
+        ],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook(&mount, &event));
+    eventually("the ask climbs to main", || daemon.inbox("main").len() == 1);
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("readable")).expect("JSON");
+    assert_eq!(shown["from"], "main/p1/agent-7", "{shown}");
+    std::fs::write(&entry, "deny not from a subagent").expect("decided");
+    let output = waiting.join().expect("the hook returns");
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("not from a subagent"), "{reason}");
+}
+
+#[test]
+fn an_unknown_tool_is_asked_on_its_own_surface() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-other.json",
+        &[("SESSION", "u1"), ("CWD", &cwd), ("TOOL", "FancyTool")],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "allow", "{reason}");
+    assert!(reason.contains("fancytool"), "{reason}");
+}
+
+#[test]
+fn a_malformed_event_and_a_missing_mount_deny_and_exit_2() {
+    let daemon = Daemon::start(CONFIG, None);
+    for event in ["{not json", "[]", r#"{"hook_event_name":"PreToolUse"}"#] {
+        let output = hook(&daemon.mountpoint, event);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let (decision, reason) = decision(&output);
+        assert_eq!(decision, "deny");
+        assert!(!reason.is_empty());
+        assert!(!output.stderr.is_empty(), "exit 2 shows stderr");
+    }
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "m1"), ("CWD", &cwd), ("COMMAND", "git status")],
+    );
+    let nowhere = PathBuf::from("/nonexistent/permfs-mount");
+    let output = hook(&nowhere, &event);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("no permfs mount"), "{reason}");
+}
