@@ -16,6 +16,7 @@ const CONFIG: &str = r#"{"permission": {
   "path_read": {"*": "allow", "*.env": {"action": "deny", "reason": "secrets stay put"}},
   "path_write": {"*": "allow"},
   "path": "allow",
+  "edit": "allow",
   "fancytool": "allow"
 }}"#;
 
@@ -37,6 +38,7 @@ fn hook(mount: &Path, event: &str) -> Output {
         .arg("hook")
         .arg("--mount")
         .arg(mount)
+        .args(["--timeout-secs", "20"])
         .env_remove("PERMFS_SESSION")
         .env("PERMFS_LOG", "error")
         .stdin(Stdio::piped())
@@ -52,7 +54,7 @@ fn hook(mount: &Path, event: &str) -> Output {
 
 /// The decision and reason of a PreToolUse answer, after checking it
 /// against the published schema.
-fn decision(output: &Output) -> (String, String) {
+fn answer_of(output: &Output) -> (String, String) {
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
     validate(&text);
     let answer: Value = serde_json::from_str(&text).expect("the answer is JSON");
@@ -118,7 +120,7 @@ fn a_rule_allowed_bash_is_allowed_for_both_agents_and_the_session_is_spawned() {
         );
         let output = hook(&daemon.mountpoint, &event);
         assert!(output.status.success(), "{output:?}");
-        let (decision, reason) = decision(&output);
+        let (decision, reason) = answer_of(&output);
         assert_eq!(decision, "allow", "{reason}");
         assert!(reason.contains("rule bash \"git *\""), "{reason}");
     }
@@ -159,7 +161,7 @@ fn a_read_of_an_env_file_is_denied_with_the_rule() {
         output.status.success(),
         "a decision, not an error: {output:?}"
     );
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "deny");
     assert!(reason.contains("secrets stay put"), "{reason}");
 }
@@ -194,7 +196,7 @@ fn an_edit_outside_the_project_waits_for_a_person() {
     );
     std::fs::write(&entry, "allow").expect("decided");
     let output = waiting.join().expect("the hook returns");
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "allow", "{reason}");
     assert!(reason.contains("a person at main"), "{reason}");
 }
@@ -236,7 +238,7 @@ fn a_subagents_call_climbs_from_its_child_session() {
     assert_eq!(shown["from"], "main/p1/agent-7", "{shown}");
     std::fs::write(&entry, "deny not from a subagent").expect("decided");
     let output = waiting.join().expect("the hook returns");
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "deny");
     assert!(reason.contains("not from a subagent"), "{reason}");
 }
@@ -250,7 +252,7 @@ fn an_unknown_tool_is_asked_on_its_own_surface() {
         &[("SESSION", "u1"), ("CWD", &cwd), ("TOOL", "FancyTool")],
     );
     let output = hook(&daemon.mountpoint, &event);
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "allow", "{reason}");
     assert!(reason.contains("fancytool"), "{reason}");
 }
@@ -261,7 +263,7 @@ fn a_malformed_event_and_a_missing_mount_deny_and_exit_2() {
     for event in ["{not json", "[]", r#"{"hook_event_name":"PreToolUse"}"#] {
         let output = hook(&daemon.mountpoint, event);
         assert_eq!(output.status.code(), Some(2), "{output:?}");
-        let (decision, reason) = decision(&output);
+        let (decision, reason) = answer_of(&output);
         assert_eq!(decision, "deny");
         assert!(!reason.is_empty());
         assert!(!output.stderr.is_empty(), "exit 2 shows stderr");
@@ -274,7 +276,48 @@ fn a_malformed_event_and_a_missing_mount_deny_and_exit_2() {
     let nowhere = PathBuf::from("/nonexistent/permfs-mount");
     let output = hook(&nowhere, &event);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "deny");
     assert!(reason.contains("no permfs mount"), "{reason}");
+}
+
+#[test]
+fn the_agent_cannot_write_to_its_own_authority() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let inbox = daemon.session("main").join("inbox").join("x");
+    let command = format!("echo allow > {}", inbox.display());
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "g1"), ("CWD", &cwd), ("COMMAND", &command)],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny", "{reason}");
+    assert!(reason.contains("own permission authority"), "{reason}");
+    let audit = daemon.state_dir.join("audit.log");
+    for path in [
+        format!("{cwd}/.claude/settings.local.json"),
+        format!("{cwd}/.codex/config.toml"),
+        audit.to_string_lossy().into_owned(),
+    ] {
+        let event = fixture(
+            "claude-pre-tool-use-edit.json",
+            &[("SESSION", "g1"), ("CWD", &cwd), ("PATH", &path)],
+        );
+        let output = hook(&daemon.mountpoint, &event);
+        let (decision, reason) = answer_of(&output);
+        assert_eq!(decision, "deny", "{path}: {reason}");
+    }
+    // Writing elsewhere in the project is still allowed by the config.
+    let event = fixture(
+        "claude-pre-tool-use-edit.json",
+        &[
+            ("SESSION", "g1"),
+            ("CWD", &cwd),
+            ("PATH", &format!("{cwd}/src/main.rs")),
+        ],
+    );
+    let (decision, reason) = answer_of(&hook(&daemon.mountpoint, &event));
+    assert_eq!(decision, "allow", "{reason}");
 }
