@@ -34,11 +34,15 @@ fn fixture(name: &str, vars: &[(&str, &str)]) -> String {
 
 /// Runs `permfs hook` with `event` on stdin.
 fn hook(mount: &Path, event: &str) -> Output {
+    hook_with_timeout(mount, event, 20)
+}
+
+fn hook_with_timeout(mount: &Path, event: &str, timeout_secs: u64) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_permfs"))
         .arg("hook")
         .arg("--mount")
         .arg(mount)
-        .args(["--timeout-secs", "20"])
+        .args(["--timeout-secs", &timeout_secs.to_string()])
         .env_remove("PERMFS_SESSION")
         .env("PERMFS_LOG", "error")
         .stdin(Stdio::piped())
@@ -320,4 +324,20 @@ fn the_agent_cannot_write_to_its_own_authority() {
     );
     let (decision, reason) = answer_of(&hook(&daemon.mountpoint, &event));
     assert_eq!(decision, "allow", "{reason}");
+}
+
+#[test]
+fn a_hook_that_times_out_denies_and_withdraws_its_ask() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "t1"), ("CWD", &cwd), ("COMMAND", "make")],
+    );
+    let output = hook_with_timeout(&daemon.mountpoint, &event, 1);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("no answer within 1s"), "{reason}");
+    eventually("the ask left the inbox", || daemon.inbox("main").is_empty());
 }
