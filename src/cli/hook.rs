@@ -40,10 +40,12 @@ pub struct HookArgs {
     /// agent's session itself.
     #[arg(long, default_value = "main")]
     pub parent: String,
-    /// How long to wait for an answer before denying (seconds). Keep it
-    /// below the agent's own hook timeout: a hook the agent kills is a
-    /// non-blocking error there.
-    #[arg(long, default_value_t = 590)]
+    /// How long to wait for an answer before denying (seconds). The
+    /// default outlasts permfs's own `forwardingTimeoutMs` (600 s by
+    /// default, which answers with a reason); keep it below the agent's
+    /// hook timeout, because a hook the agent kills is a non-blocking
+    /// error there.
+    #[arg(long, default_value_t = 605)]
     pub timeout_secs: u64,
     /// Print the settings snippet for this agent and exit.
     #[arg(long, value_enum)]
@@ -434,8 +436,10 @@ pub fn settings_snippet(agent: AgentKind, timeout_secs: u64) -> String {
                 "SubagentStart": entry(None),
                 "SubagentStop": entry(None),
             }});
+            // Plain JSON (no comment line), so it can be redirected into
+            // a file; where it goes is in the README.
             format!(
-                "// ~/.claude/settings.json (or .claude/settings.json); export PERMFS_MOUNT=/path/to/mount\n{}\n",
+                "{}\n",
                 serde_json::to_string_pretty(&settings).unwrap_or_default()
             )
         }
@@ -500,7 +504,12 @@ mod tests {
     #[test]
     fn snippets_name_the_command() {
         let claude = settings_snippet(AgentKind::ClaudeCode, 590);
-        assert!(claude.contains("\"command\": \"permfs hook\"") && claude.contains("600"));
+        let parsed: Value = serde_json::from_str(&claude).expect("plain JSON");
+        assert_eq!(
+            parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "permfs hook"
+        );
+        assert_eq!(parsed["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"], 600);
         let codex = settings_snippet(AgentKind::Codex, 590);
         assert!(codex.contains("[[hooks.PreToolUse]]") && codex.contains("timeout = 600"));
     }
