@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 
 const CONFIG: &str = r#"{"permission": {
   "*": "ask",
-  "bash": {"*": "ask", "git *": "allow", "echo *": "allow"},
+  "bash": {"*": "ask", "git *": "allow", "echo *": "allow", "rm *": "deny"},
   "path_read": {"*": "allow", "*.env": {"action": "deny", "reason": "secrets stay put"}},
   "path_write": {"*": "allow"},
   "path": "allow",
@@ -340,4 +340,59 @@ fn a_hook_that_times_out_denies_and_withdraws_its_ask() {
     assert_eq!(decision, "deny");
     assert!(reason.contains("no answer within 1s"), "{reason}");
     eventually("the ask left the inbox", || daemon.inbox("main").is_empty());
+}
+
+/// 16 hook processes at once, 1,000 events over 8 agent sessions (each
+/// spawned by whichever event comes first), allowed and denied calls
+/// mixed: every answer is the one its own event should get.
+#[test]
+fn sixteen_hooks_at_once_get_their_own_answers() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let mount = daemon.mountpoint.clone();
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let mount = mount.clone();
+            let cwd = cwd.clone();
+            std::thread::spawn(move || {
+                let mut wrong = Vec::new();
+                for i in (worker..1000).step_by(16) {
+                    let allow = i % 3 != 0;
+                    let command = if allow {
+                        format!("git log -n {i}")
+                    } else {
+                        format!("rm -rf /tmp/x{i}")
+                    };
+                    let session = format!("stress-{}", i % 8);
+                    let event = fixture(
+                        "codex-pre-tool-use-bash.json",
+                        &[("SESSION", &session), ("CWD", &cwd), ("COMMAND", &command)],
+                    );
+                    let output = hook(&mount, &event);
+                    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                    let got: Option<String> =
+                        serde_json::from_str::<Value>(&text).ok().and_then(|a| {
+                            a["hookSpecificOutput"]["permissionDecision"]
+                                .as_str()
+                                .map(str::to_string)
+                        });
+                    let expected = if allow { "allow" } else { "deny" };
+                    if got.as_deref() != Some(expected) || !output.status.success() {
+                        wrong.push(format!("{i}: {command}: {text} {output:?}"));
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    let wrong: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
 }
