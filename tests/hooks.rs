@@ -396,3 +396,37 @@ fn sixteen_hooks_at_once_get_their_own_answers() {
         &wrong[..wrong.len().min(3)]
     );
 }
+
+/// Concurrent hooks of one agent session spawn its session at once: every
+/// spawn but one must fail with EEXIST (the name is taken), never EINVAL.
+#[test]
+fn racing_spawns_of_one_name_are_eexist() {
+    let daemon = Daemon::start(CONFIG, None);
+    for round in 0..20 {
+        let ctl = daemon.session("main").join("ctl");
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                let ctl = ctl.clone();
+                std::thread::spawn(move || {
+                    std::fs::write(&ctl, format!("spawn race{round}\n"))
+                        .map_err(|e| e.raw_os_error())
+                })
+            })
+            .collect();
+        let results: Vec<_> = racers
+            .into_iter()
+            .map(|r| r.join().expect("racer"))
+            .collect();
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .all(|r| r.is_ok() || *r == Err(Some(libc::EEXIST))),
+            "{results:?}"
+        );
+    }
+}

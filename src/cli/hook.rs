@@ -341,8 +341,9 @@ impl Client {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
             // Hooks of one agent session run concurrently (Codex launches
-            // them together): a spawn that lost the race to another may
-            // fail with something other than EEXIST; the session is there.
+            // them together): whatever a spawn that lost the race to
+            // another says (a daemon before the fix said EINVAL), the
+            // session is there.
             Err(_) if self.dir(id).join("session.json").exists() => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => Err(format!(
                 "permfs refused to spawn session {id} under {parent} (the spawn rule: an agent's session must lie inside its parent's cwd; cwd {}): start the agent inside {parent}'s cwd, or pick a --parent whose cwd contains it",
