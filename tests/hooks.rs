@@ -38,12 +38,22 @@ fn hook(mount: &Path, event: &str) -> Output {
 }
 
 fn hook_with_timeout(mount: &Path, event: &str, timeout_secs: u64) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+    hook_in(mount, event, timeout_secs, None)
+}
+
+/// `permfs hook`, with `$PERMFS_SESSION` set when `session` is given.
+fn hook_in(mount: &Path, event: &str, timeout_secs: u64, session: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
+    if let Some(session) = session {
+        command.env("PERMFS_SESSION", session);
+    } else {
+        command.env_remove("PERMFS_SESSION");
+    }
+    let mut child = command
         .arg("hook")
         .arg("--mount")
         .arg(mount)
         .args(["--timeout-secs", &timeout_secs.to_string()])
-        .env_remove("PERMFS_SESSION")
         .env("PERMFS_LOG", "error")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -245,6 +255,16 @@ fn a_subagents_call_climbs_from_its_child_session() {
     let (decision, reason) = answer_of(&output);
     assert_eq!(decision, "deny");
     assert!(reason.contains("not from a subagent"), "{reason}");
+    let stop = start.replace("SubagentStart", "SubagentStop");
+    let output = hook(&daemon.mountpoint, &stop);
+    assert!(output.status.success(), "{output:?}");
+    eventually("SubagentStop ends the child", || {
+        !daemon.session("main/p1/agent-7").exists()
+    });
+    assert!(
+        daemon.session("main/p1").exists(),
+        "the agent's session stays"
+    );
 }
 
 #[test]
@@ -429,4 +449,36 @@ fn racing_spawns_of_one_name_are_eexist() {
             "{results:?}"
         );
     }
+}
+
+/// Inside a session permfs made (`$PERMFS_SESSION`), the hook asks as that
+/// session and spawns nothing for the agent's session id.
+#[test]
+fn permfs_session_names_the_asking_session() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w\n").expect("spawned");
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "zz"), ("CWD", &cwd), ("COMMAND", "make")],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook_in(&mount, &event, 20, Some("main/w")));
+    eventually("the ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("readable")).expect("JSON");
+    assert_eq!(shown["from"], "main/w", "{shown}");
+    std::fs::write(&entry, "allow").expect("decided");
+    let (decision, _) = answer_of(&waiting.join().expect("the hook returns"));
+    assert_eq!(decision, "allow");
+    assert!(
+        !daemon.session("main/zz").exists(),
+        "no session was spawned"
+    );
 }
