@@ -75,8 +75,14 @@ pub fn run(args: HookArgs) -> i32 {
     }));
     match handle(&args) {
         Outcome::Decided { allow, reason } => {
-            print_decision(allow, &reason);
-            0
+            if print_decision(allow, &reason) {
+                0
+            } else {
+                // The answer did not get out: exit 2 (blocking) with the
+                // reason, so an unprinted deny is still a deny.
+                let _ = writeln!(std::io::stderr(), "{reason}");
+                2
+            }
         }
         Outcome::Done => {
             println!("{{}}");
@@ -89,20 +95,20 @@ pub fn run(args: HookArgs) -> i32 {
     }
 }
 
-fn print_decision(allow: bool, reason: &str) {
+/// Prints the answer; false when it could not be written whole.
+fn print_decision(allow: bool, reason: &str) -> bool {
     let answer = json!({"hookSpecificOutput": {
         "hookEventName": "PreToolUse",
         "permissionDecision": if allow { "allow" } else { "deny" },
         "permissionDecisionReason": reason,
     }});
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{answer}");
-    let _ = out.flush();
+    writeln!(out, "{answer}").and_then(|()| out.flush()).is_ok()
 }
 
 /// A deny on stdout and the reason on stderr (what exit 2 shows).
 fn fail_closed(reason: &str) {
-    print_decision(false, reason);
+    let _ = print_decision(false, reason);
     let _ = writeln!(std::io::stderr(), "{reason}");
 }
 
