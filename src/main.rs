@@ -18,6 +18,7 @@ fn main() {
         Command::Mount(args) => permfs::cli::mount::run(args),
         Command::Audit(command) => permfs::cli::audit::run(command),
         Command::Prompt(args) => permfs::cli::prompt::run(args),
+        Command::Hook(args) => permfs::cli::hook::run(args),
     };
     std::process::exit(code);
 }

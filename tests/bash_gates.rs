@@ -60,6 +60,7 @@ fn bash_tool_calls_match_the_reference_gate_pipeline() {
             agents_dir: Some(dir.path().join("no-agents")),
             project_file: Some(dir.path().join("no-project.json")),
             project_agents_dir: Some(dir.path().join("no-project-agents")),
+            authority_dirs: Vec::new(),
         })
         .expect("config loads");
         loaders.insert(name.clone(), loader);

@@ -169,6 +169,7 @@ impl Tree {
             agents_dir: Some(self.root.join("agents")),
             project_file: None,
             project_agents_dir: None,
+            authority_dirs: Vec::new(),
         })
     }
 
@@ -1148,6 +1149,7 @@ fn explicit_project_file_and_agents_dirs() {
         agents_dir: None,
         project_file: Some(project),
         project_agents_dir: Some(tree.root.join("pa")),
+        authority_dirs: Vec::new(),
     })
     .expect("valid global");
     let policy = loader

@@ -145,6 +145,7 @@ fn loader_for(case: &Value, dir: &Path) -> PolicyLoader {
         agents_dir: Some(agents),
         project_file: Some(project),
         project_agents_dir: Some(dir.join("project-agents")),
+        authority_dirs: Vec::new(),
     })
     .unwrap_or_else(|e| panic!("the oracle accepted this global config, permfs refused it: {e}"))
 }

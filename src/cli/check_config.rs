@@ -2,7 +2,7 @@
 
 use crate::policy::config::ConfigFile;
 use crate::policy::frontmatter::load_agent_file;
-use crate::policy::layers::{compose_rules, LayerSet};
+use crate::policy::layers::{compose_rules, hook_settings_files, LayerSet};
 use crate::policy::Origin;
 use clap::Args;
 use serde_json::json;
@@ -64,6 +64,24 @@ pub fn run(args: CheckConfigArgs) -> i32 {
         invalid: Vec::new(),
     };
     let rules = compose_rules(&set);
-    println!("{}", json!({ "rules": rules }));
+    // The built-in denies that come after every config rule and that no
+    // config drops: shown so nobody is surprised by them. The mount point
+    // and state dir are added by `permfs mount`; the config files by the
+    // daemon from the files it loads.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let home = PathBuf::from(crate::facts::path_text::home_dir());
+    let built_in: Vec<String> = hook_settings_files(&home, &cwd)
+        .iter()
+        .map(|f| f.to_string_lossy().into_owned())
+        .chain([
+            "<mount point> and <mount point>/* (permfs mount)".to_string(),
+            "<state dir> and <state dir>/* (permfs mount)".to_string(),
+            "the global config, the project configs of the cwd, the agent files".to_string(),
+        ])
+        .collect();
+    println!(
+        "{}",
+        json!({ "rules": rules, "builtInDenies": {"surface": "path_write", "patterns": built_in} })
+    );
     i32::from(failed)
 }

@@ -2,6 +2,8 @@
 
 pub mod audit;
 pub mod check_config;
+pub mod hook;
+pub mod hook_event;
 pub mod mount;
 pub mod prompt;
 pub mod resolve;
@@ -34,4 +36,7 @@ pub enum Command {
     /// Decide pending asks in the terminal: the queue below a session, one
     /// ask per screen, keys to allow or deny (decisions go to the inbox).
     Prompt(prompt::PromptArgs),
+    /// The command hook for Claude Code and Codex: one event on stdin,
+    /// the decision on stdout (never `allow` unless permfs allowed).
+    Hook(hook::HookArgs),
 }

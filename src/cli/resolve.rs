@@ -40,6 +40,7 @@ pub fn run(args: ResolveArgs) -> i32 {
         agents_dir: args.agents_dir.clone(),
         project_file: args.project.clone(),
         project_agents_dir: args.project_agents_dir.clone(),
+        authority_dirs: Vec::new(),
     }) {
         Ok(loader) => loader,
         Err(error) => {

@@ -199,9 +199,23 @@ pub fn run(options: MountOptions) -> i32 {
         );
         return 2;
     }
+    let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
+    // The mount point and the state dir are the authority itself: no
+    // agent's path_write may reach them (built-in deny rules).
+    let authority_dirs = [mountpoint.to_path_buf(), state_dir.clone()]
+        .into_iter()
+        .map(|dir| {
+            if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
+            }
+        })
+        .collect();
     let loader = match PolicyLoader::new(PolicySources {
         global: options.config.clone(),
         agents_dir: options.agents_dir.clone(),
+        authority_dirs,
         ..Default::default()
     }) {
         Ok(loader) => loader,
@@ -237,7 +251,6 @@ pub fn run(options: MountOptions) -> i32 {
     }
 
     let signals = block_termination_signals();
-    let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
     let audit_path = state_dir.join("audit.log");
     match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),

@@ -217,6 +217,10 @@ pub struct PolicySources {
     pub project_file: Option<PathBuf>,
     /// Overrides the project agents directory normally found from the cwd.
     pub project_agents_dir: Option<PathBuf>,
+    /// Directories that are permfs's own authority: the mount point (its
+    /// inboxes take decisions) and the state dir (the audit log). `permfs
+    /// mount` sets them; writing under them is denied by a built-in rule.
+    pub authority_dirs: Vec<PathBuf>,
 }
 
 /// Loads and caches policies. The global config must be valid at start;
@@ -348,7 +352,7 @@ impl PolicyLoader {
     /// (A session grant, which a person made, still comes after them.)
     fn config_guard(&self, cwd: &Path) -> Vec<Rule> {
         let mut targets: Vec<String> = Vec::new();
-        let mut add = |path: &Path, below: bool| {
+        let add = |targets: &mut Vec<String>, path: &Path, below: bool| {
             let mut forms = vec![path.to_path_buf()];
             // The canonical spelling too, when a symlink leads there.
             if let Some(real) = path
@@ -368,9 +372,10 @@ impl PolicyLoader {
             }
         };
         for file in self.project_files(cwd) {
-            add(&file, false);
+            add(&mut targets, &file, false);
         }
         add(
+            &mut targets,
             &self
                 .sources
                 .project_agents_dir
@@ -379,24 +384,38 @@ impl PolicyLoader {
             true,
         );
         if let Some(global) = &self.sources.global {
-            add(global, false);
+            add(&mut targets, global, false);
         }
         if let Some(agents) = &self.sources.agents_dir {
-            add(agents, true);
+            add(&mut targets, agents, true);
+        }
+        let config_targets = targets.len();
+        // The authority itself and the hook that calls it: an agent that
+        // could write into an inbox would decide its own asks, and one that
+        // could edit its hook settings would remove the hook.
+        for dir in &self.sources.authority_dirs {
+            add(&mut targets, dir, false);
+            add(&mut targets, dir, true);
+        }
+        for file in hook_settings_files(Path::new(&self.home), cwd) {
+            add(&mut targets, &file, false);
         }
         targets
             .into_iter()
-            .map(|pattern| {
+            .enumerate()
+            .map(|(index, pattern)| {
+                let reason = if index < config_targets {
+                    "permfs: an agent may not edit the permission configuration it is judged by"
+                } else {
+                    "permfs: an agent may not write to its own permission authority (the permfs mount, its state, the agent's hook settings)"
+                };
                 Rule::new(
                     "path_write",
                     &pattern,
                     PermissionState::Deny,
                     Origin::Builtin,
                 )
-                .with_reason(Some(
-                    "permfs: an agent may not edit the permission configuration it is judged by"
-                        .into(),
-                ))
+                .with_reason(Some(reason.into()))
             })
             .collect()
     }
@@ -571,6 +590,20 @@ impl PolicyLoader {
     }
 }
 
+/// The files that install an agent's command hook (Claude Code's
+/// `settings*.json`, user and project; Codex's `config.toml` and
+/// `hooks.json`, user and project): `permfs hook` is only an authority
+/// while the agent cannot take it out of these.
+pub fn hook_settings_files(home: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for base in [home, cwd] {
+        files.push(base.join(".claude").join("settings*.json"));
+        files.push(base.join(".codex").join("config.toml"));
+        files.push(base.join(".codex").join("hooks.json"));
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,5 +716,31 @@ mod tests {
         };
         assert_eq!(count(&without), 0);
         assert_eq!(count(&with), 5);
+    }
+
+    #[test]
+    fn the_authority_and_the_hook_settings_are_guarded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mount = dir.path().join("mnt");
+        let loader = PolicyLoader::new(PolicySources {
+            authority_dirs: vec![mount.clone()],
+            ..Default::default()
+        })
+        .expect("loader");
+        let cwd = dir.path().join("work");
+        let guard = loader.config_guard(&cwd);
+        let patterns: Vec<&str> = guard.iter().map(|r| r.pattern.as_str()).collect();
+        let mount_below = format!("{}/*", mount.display());
+        let claude = format!("{}/.claude/settings*.json", cwd.display());
+        let codex = format!("{}/.codex/config.toml", loader.home);
+        for wanted in [&mount_below, &claude, &codex] {
+            assert!(
+                patterns.contains(&wanted.as_str()),
+                "{wanted} in {patterns:?}"
+            );
+        }
+        assert!(guard
+            .iter()
+            .all(|r| r.surface == "path_write" && r.action == PermissionState::Deny));
     }
 }

@@ -643,7 +643,17 @@ impl Authority {
                 SpawnRefusal::Invalid(reason) => AuthorityError::Invalid(reason),
             }
         })?;
-        lock(&self.state)
+        // Checked again under the lock: two spawns of one name that both
+        // passed the checks above race here, and the loser is told EEXIST
+        // (the name is taken), not EINVAL (nothing was wrong with it).
+        let mut state = lock(&self.state);
+        let id = format!("{parent}/{name}");
+        if state.tree.get(&id).is_some() {
+            return Err(AuthorityError::Exists(format!(
+                "session {parent:?} already has a child {name:?}"
+            )));
+        }
+        state
             .tree
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)

@@ -1,0 +1,527 @@
+//! `permfs hook`: the command hook for Claude Code and Codex.
+//!
+//! The agent runs it before every tool call (and on the life of sessions
+//! and subagents) with one JSON event on stdin; it answers on stdout. It is
+//! only a client of the mount, like `permfs prompt`: sessions are spawned
+//! and ended through `ctl`, asks go through the one-descriptor
+//! `outbox/<rid>`, so the daemon's rules, spawn rule, grants, audit log and
+//! the people deciding upstream all apply unchanged.
+//!
+//! It never answers `allow` unless permfs did. Both agents treat a hook
+//! that crashes or exits with a status other than 0 and 2 as a
+//! *non-blocking* error (the tool call goes ahead), so every failure here,
+//! a panic included, prints a `deny` and exits 2 with the reason on
+//! stderr: exit 2 blocks in both, and the JSON `deny` covers an agent that
+//! reads stdout.
+
+use super::hook_event::{parse_event, session_name, Action, HookEvent};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The largest event read from stdin (a Write of a big file carries its
+/// content; permfs needs only the path, but the event must parse).
+const MAX_EVENT: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentKind {
+    ClaudeCode,
+    Codex,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    /// The permfs mount (default: $PERMFS_MOUNT, else ./mount).
+    #[arg(long)]
+    pub mount: Option<PathBuf>,
+    /// The session the agent's sessions are spawned under, by id
+    /// (`main`, `main/team`). Ignored when $PERMFS_SESSION names the
+    /// agent's session itself.
+    #[arg(long, default_value = "main")]
+    pub parent: String,
+    /// How long to wait for an answer before denying (seconds). The
+    /// default outlasts permfs's own `forwardingTimeoutMs` (600 s by
+    /// default, which answers with a reason); keep it below the agent's
+    /// hook timeout, because a hook the agent kills is a non-blocking
+    /// error there.
+    #[arg(long, default_value_t = 605)]
+    pub timeout_secs: u64,
+    /// Print the settings snippet for this agent and exit.
+    #[arg(long, value_enum)]
+    pub print_config: Option<AgentKind>,
+}
+
+/// How a run ends.
+#[derive(Debug)]
+enum Outcome {
+    /// permfs answered a tool call.
+    Decided { allow: bool, reason: String },
+    /// A lifecycle event was handled (nothing to decide).
+    Done,
+    /// Something failed: deny, and say what to fix.
+    Failed(String),
+}
+
+pub fn run(args: HookArgs) -> i32 {
+    if let Some(agent) = args.print_config {
+        print!("{}", settings_snippet(agent, args.timeout_secs));
+        return 0;
+    }
+    // A panic must block the call too, never leave it to the agent.
+    std::panic::set_hook(Box::new(|info| {
+        fail_closed(&format!("permfs hook crashed: {info}"));
+        std::process::exit(2);
+    }));
+    match handle(&args) {
+        Outcome::Decided { allow, reason } => {
+            if print_decision(allow, &reason) {
+                0
+            } else {
+                // The answer did not get out: exit 2 (blocking) with the
+                // reason, so an unprinted deny is still a deny.
+                let _ = writeln!(std::io::stderr(), "{reason}");
+                2
+            }
+        }
+        Outcome::Done => {
+            println!("{{}}");
+            0
+        }
+        Outcome::Failed(reason) => {
+            fail_closed(&reason);
+            2
+        }
+    }
+}
+
+/// Prints the answer; false when it could not be written whole.
+fn print_decision(allow: bool, reason: &str) -> bool {
+    let answer = json!({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": if allow { "allow" } else { "deny" },
+        "permissionDecisionReason": reason,
+    }});
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{answer}").and_then(|()| out.flush()).is_ok()
+}
+
+/// A deny on stdout and the reason on stderr (what exit 2 shows).
+fn fail_closed(reason: &str) {
+    let _ = print_decision(false, reason);
+    let _ = writeln!(std::io::stderr(), "{reason}");
+}
+
+fn handle(args: &HookArgs) -> Outcome {
+    let mut text = String::new();
+    if let Err(error) = std::io::stdin().take(MAX_EVENT).read_to_string(&mut text) {
+        return Outcome::Failed(format!(
+            "permfs hook: the event on stdin could not be read: {error}"
+        ));
+    }
+    let event: Value = match serde_json::from_str(&text) {
+        Ok(event) => event,
+        Err(error) => {
+            return Outcome::Failed(format!(
+                "permfs hook: the event on stdin is not JSON ({error}); run permfs hook only as the agent's command hook"
+            ))
+        }
+    };
+    let event = match parse_event(&event) {
+        Ok(event) => event,
+        Err(error) => return Outcome::Failed(format!("permfs hook: {error}")),
+    };
+    let mount = args
+        .mount
+        .clone()
+        .or_else(|| {
+            std::env::var_os("PERMFS_MOUNT")
+                .filter(|m| !m.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from("mount"));
+    let fixed = std::env::var("PERMFS_SESSION")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let client = Client {
+        mount,
+        timeout: Duration::from_secs(args.timeout_secs.max(1)),
+    };
+    match act(&client, &args.parent, fixed.as_deref(), &event) {
+        Ok(outcome) => outcome,
+        Err(reason) => Outcome::Failed(format!("permfs hook: {reason}")),
+    }
+}
+
+/// The agent's session id: `$PERMFS_SESSION` when the agent runs inside a
+/// session permfs made for it, else a child of the parent named after the
+/// agent's session id.
+fn agent_session(parent: &str, fixed: Option<&str>, event: &HookEvent) -> (String, bool) {
+    match fixed {
+        Some(id) => (id.to_string(), false),
+        None => (
+            format!("{parent}/{}", session_name(&event.session_id)),
+            true,
+        ),
+    }
+}
+
+fn act(
+    client: &Client,
+    parent: &str,
+    fixed: Option<&str>,
+    event: &HookEvent,
+) -> Result<Outcome, String> {
+    client.check_mount()?;
+    let (session, managed) = agent_session(parent, fixed, event);
+    match &event.action {
+        Action::Nothing => Ok(Outcome::Done),
+        Action::StartSession => {
+            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            Ok(Outcome::Done)
+        }
+        Action::EndSession => {
+            if managed {
+                client.end(&session)?;
+            }
+            Ok(Outcome::Done)
+        }
+        Action::StartSubagent {
+            agent_id,
+            agent_type,
+        } => {
+            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            let child = format!("{session}/{}", session_name(agent_id));
+            client.ensure(&child, None, agent_type.as_deref())?;
+            Ok(Outcome::Done)
+        }
+        Action::StopSubagent { agent_id } => {
+            client.end(&format!("{session}/{}", session_name(agent_id)))?;
+            Ok(Outcome::Done)
+        }
+        Action::Ask {
+            request,
+            agent_id,
+            agent_type,
+        } => {
+            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            let asker = match agent_id {
+                Some(agent_id) => {
+                    let child = format!("{session}/{}", session_name(agent_id));
+                    client.ensure(&child, None, agent_type.as_deref())?;
+                    child
+                }
+                None => session,
+            };
+            let answer = client.ask(&asker, request)?;
+            Ok(decision(&answer))
+        }
+    }
+}
+
+/// The hook's answer from permfs's response: `allow` only when permfs
+/// approved; every other outcome is a deny that says what happened.
+fn decision(answer: &Value) -> Outcome {
+    let outcome = answer["outcome"].as_str().unwrap_or("");
+    let approved = answer["approved"].as_bool() == Some(true);
+    let by = describe(&answer["decidedBy"]);
+    if approved && outcome == "allow" {
+        return Outcome::Decided {
+            allow: true,
+            reason: format!("permfs: allowed by {by}"),
+        };
+    }
+    let why = answer["denialReason"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    let reason = match outcome {
+        "deny" => format!("permfs: denied by {by}{why}"),
+        "timeout" => format!("permfs: nobody answered in time (forwardingTimeoutMs){why}"),
+        "no_decider" => format!(
+            "permfs: no session up the tree decides asks (make the root interactive, or add a rule){why}"
+        ),
+        "session_ended" => format!("permfs: the session ended before an answer{why}"),
+        "cancelled" => format!("permfs: the ask was withdrawn (daemon stopping?){why}"),
+        "invalid" => format!("permfs: the request was invalid{why}"),
+        other => format!("permfs: not allowed ({other}, {by}){why}"),
+    };
+    Outcome::Decided {
+        allow: false,
+        reason,
+    }
+}
+
+/// `rule bash "git *" (global)`, `a person at main`, …
+fn describe(by: &Value) -> String {
+    let kind = by["kind"].as_str().unwrap_or("unknown");
+    match kind {
+        "rule" | "session_approval" | "yolo" => {
+            let mut text = match kind {
+                "rule" => "rule".to_string(),
+                "yolo" => "yolo mode".to_string(),
+                _ => "a session grant".to_string(),
+            };
+            if let Some(surface) = by["surface"].as_str() {
+                text.push_str(&format!(" {surface}"));
+            }
+            if let Some(pattern) = by["pattern"].as_str() {
+                text.push_str(&format!(" {pattern:?}"));
+            }
+            if let Some(origin) = by["origin"].as_str() {
+                text.push_str(&format!(" ({origin})"));
+            }
+            text
+        }
+        "user" => format!(
+            "a person at {}",
+            by["session"].as_str().unwrap_or("a session")
+        ),
+        other => other.replace('_', " "),
+    }
+}
+
+/// The mount, as a client sees it.
+struct Client {
+    mount: PathBuf,
+    timeout: Duration,
+}
+
+impl Client {
+    /// A session directory by id (`main`, `main/worker`, …).
+    fn dir(&self, id: &str) -> PathBuf {
+        let mut parts = id.split('/');
+        let mut path = self
+            .mount
+            .join("sessions")
+            .join(parts.next().unwrap_or("main"));
+        for part in parts {
+            path = path.join("children").join(part);
+        }
+        path
+    }
+
+    fn check_mount(&self) -> Result<(), String> {
+        let readme = self.mount.join("README");
+        match std::fs::metadata(self.mount.join("sessions")) {
+            Ok(meta) if meta.is_dir() && readme.exists() => Ok(()),
+            Ok(_) | Err(_) => Err(format!(
+                "no permfs mount at {} ({}); start `permfs mount {}` or point --mount / $PERMFS_MOUNT at the mount",
+                self.mount.display(),
+                std::fs::metadata(&self.mount)
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "not a permfs mount".into()),
+                self.mount.display()
+            )),
+        }
+    }
+
+    /// Makes sure session `id` exists, spawning it through its parent's
+    /// `ctl` (with `cwd`, when given, and `agent`) when it does not.
+    fn ensure(&self, id: &str, cwd: Option<&str>, agent: Option<&str>) -> Result<(), String> {
+        if self.dir(id).join("session.json").exists() {
+            return Ok(());
+        }
+        let Some((parent, name)) = id.rsplit_once('/') else {
+            return Err(format!(
+                "session {id} does not exist at {}: check $PERMFS_SESSION / --parent",
+                self.mount.display()
+            ));
+        };
+        let mut command = format!("spawn {name}");
+        if let Some(agent) = agent {
+            command.push_str(&format!(" agent={}", session_name(agent)));
+        }
+        if let Some(cwd) = cwd {
+            if cwd.chars().any(char::is_whitespace) {
+                return Err(format!(
+                    "cannot spawn session {id}: its cwd {cwd:?} holds a blank, which ctl cannot take; run the agent from a directory without blanks"
+                ));
+            }
+            command.push_str(&format!(" cwd={cwd}"));
+        }
+        command.push('\n');
+        match self.control(parent, &command) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            // Hooks of one agent session run concurrently (Codex launches
+            // them together): whatever a spawn that lost the race to
+            // another says (a daemon before the fix said EINVAL), the
+            // session is there.
+            Err(_) if self.dir(id).join("session.json").exists() => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) => Err(format!(
+                "permfs refused to spawn session {id} under {parent} (the spawn rule: an agent's session must lie inside its parent's cwd; cwd {}): start the agent inside {parent}'s cwd, or pick a --parent whose cwd contains it",
+                cwd.unwrap_or("inherited")
+            )),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(format!(
+                "session {parent} does not exist at {} (check --parent / $PERMFS_SESSION)",
+                self.mount.display()
+            )),
+            Err(e) => Err(format!("cannot spawn session {id} under {parent}: {e}")),
+        }
+    }
+
+    /// Ends session `id` through its parent's `ctl`; one already gone is
+    /// fine.
+    fn end(&self, id: &str) -> Result<(), String> {
+        let Some((parent, name)) = id.rsplit_once('/') else {
+            return Ok(());
+        };
+        match self.control(parent, &format!("end {name}\n")) {
+            Ok(()) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => Err(format!("cannot end session {id}: {e}")),
+        }
+    }
+
+    fn control(&self, session: &str, command: &str) -> std::io::Result<()> {
+        let mut ctl = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir(session).join("ctl"))?;
+        ctl.write_all(command.as_bytes())
+    }
+
+    /// Asks `request` as session `id` on one descriptor, waiting at most
+    /// the hook's timeout. On timeout the process exits soon after, and
+    /// closing the descriptor withdraws the ask.
+    fn ask(&self, id: &str, request: &Value) -> Result<Value, String> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let rid = format!("hook-{}-{stamp}", std::process::id());
+        let path = self.dir(id).join("outbox").join(&rid);
+        let body = request.to_string();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(exchange(&path, &body));
+        });
+        match receiver.recv_timeout(self.timeout) {
+            Ok(Ok(text)) => serde_json::from_str(&text)
+                .map_err(|e| format!("the answer of ask {rid} is not JSON: {e}")),
+            Ok(Err(e)) => Err(format!("cannot ask as session {id}: {e}")),
+            Err(_) => Err(format!(
+                "no answer within {}s (the hook's --timeout-secs): the ask is withdrawn; answer it sooner, or raise --timeout-secs and the agent's hook timeout together",
+                self.timeout.as_secs()
+            )),
+        }
+    }
+}
+
+/// The one-descriptor ask: create, write the request, read the answer.
+fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(body.as_bytes())?;
+    let mut answer = String::new();
+    file.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// The settings to paste: every tool call and the session and subagent
+/// lifecycle go through `permfs hook`, with a hook timeout a little above
+/// the hook's own, so permfs (which denies) times out first.
+pub fn settings_snippet(agent: AgentKind, timeout_secs: u64) -> String {
+    let agent_timeout = timeout_secs + 10;
+    let command = "permfs hook";
+    match agent {
+        AgentKind::ClaudeCode => {
+            let entry = |matcher: Option<&str>| {
+                let hook = json!({"type": "command", "command": command, "timeout": agent_timeout});
+                match matcher {
+                    Some(m) => json!([{"matcher": m, "hooks": [hook]}]),
+                    None => json!([{"hooks": [hook]}]),
+                }
+            };
+            let settings = json!({"hooks": {
+                "PreToolUse": entry(Some("*")),
+                "SessionStart": entry(None),
+                "SessionEnd": entry(None),
+                "SubagentStart": entry(None),
+                "SubagentStop": entry(None),
+            }});
+            // Plain JSON (no comment line), so it can be redirected into
+            // a file; where it goes is in the README.
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&settings).unwrap_or_default()
+            )
+        }
+        AgentKind::Codex => {
+            let mut text = String::from(
+                "# ~/.codex/config.toml (hooks on by default in recent Codex; older ones need\n# [features] codex_hooks = true); export PERMFS_MOUNT=/path/to/mount\n",
+            );
+            for (event, matcher) in [
+                // No matcher: every tool (Codex's matcher is a regex).
+                ("PreToolUse", None::<&str>),
+                ("SessionStart", None),
+                ("SessionEnd", None),
+                ("SubagentStart", None),
+                ("SubagentStop", None),
+            ] {
+                text.push_str(&format!("\n[[hooks.{event}]]\n"));
+                if let Some(m) = matcher {
+                    text.push_str(&format!("matcher = \"{m}\"\n"));
+                }
+                text.push_str(&format!(
+                    "[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = \"{command}\"\ntimeout = {agent_timeout}\n"
+                ));
+            }
+            text
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_approved_allow_allows() {
+        let allow = |v: Value| matches!(decision(&v), Outcome::Decided { allow: true, .. });
+        assert!(allow(
+            json!({"approved": true, "outcome": "allow", "decidedBy": {"kind": "rule"}})
+        ));
+        assert!(!allow(json!({"approved": true, "outcome": "timeout"})));
+        assert!(!allow(json!({"approved": false, "outcome": "allow"})));
+        assert!(!allow(json!({"outcome": "allow"})));
+        assert!(!allow(json!({})));
+    }
+
+    #[test]
+    fn reasons_name_the_rule_or_the_person() {
+        let Outcome::Decided { reason, .. } = decision(&json!({
+            "approved": false, "outcome": "deny", "denialReason": "not now",
+            "decidedBy": {"kind": "user", "session": "main", "uid": 0}
+        })) else {
+            panic!("decided")
+        };
+        assert_eq!(reason, "permfs: denied by a person at main: not now");
+        assert_eq!(
+            describe(
+                &json!({"kind": "rule", "surface": "bash", "pattern": "git *", "origin": "global"})
+            ),
+            "rule bash \"git *\" (global)"
+        );
+    }
+
+    #[test]
+    fn snippets_name_the_command() {
+        let claude = settings_snippet(AgentKind::ClaudeCode, 590);
+        let parsed: Value = serde_json::from_str(&claude).expect("plain JSON");
+        assert_eq!(
+            parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "permfs hook"
+        );
+        assert_eq!(parsed["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"], 600);
+        let codex = settings_snippet(AgentKind::Codex, 590);
+        assert!(codex.contains("[[hooks.PreToolUse]]") && codex.contains("timeout = 600"));
+    }
+}

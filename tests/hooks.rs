@@ -1,0 +1,484 @@
+//! `permfs hook` against a real mount: real-shaped Claude Code and Codex
+//! events (tests/fixtures/hooks), each answer checked for its decision and
+//! validated against Codex's published PreToolUse output schema.
+
+mod common;
+
+use common::{eventually, Daemon};
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const CONFIG: &str = r#"{"permission": {
+  "*": "ask",
+  "bash": {"*": "ask", "git *": "allow", "echo *": "allow", "rm *": "deny"},
+  "path_read": {"*": "allow", "*.env": {"action": "deny", "reason": "secrets stay put"}},
+  "path_write": {"*": "allow"},
+  "path": "allow",
+  "edit": "allow",
+  "fancytool": "allow"
+}}"#;
+
+fn fixture(name: &str, vars: &[(&str, &str)]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hooks")
+        .join(name);
+    let mut text = std::fs::read_to_string(path).expect("fixture");
+    for (key, value) in vars {
+        text = text.replace(&format!("${key}"), value);
+    }
+    let _: Value = serde_json::from_str(&text).expect("the fixture stays JSON");
+    text
+}
+
+/// Runs `permfs hook` with `event` on stdin.
+fn hook(mount: &Path, event: &str) -> Output {
+    hook_with_timeout(mount, event, 20)
+}
+
+fn hook_with_timeout(mount: &Path, event: &str, timeout_secs: u64) -> Output {
+    hook_in(mount, event, timeout_secs, None)
+}
+
+/// `permfs hook`, with `$PERMFS_SESSION` set when `session` is given.
+fn hook_in(mount: &Path, event: &str, timeout_secs: u64, session: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
+    if let Some(session) = session {
+        command.env("PERMFS_SESSION", session);
+    } else {
+        command.env_remove("PERMFS_SESSION");
+    }
+    let mut child = command
+        .arg("hook")
+        .arg("--mount")
+        .arg(mount)
+        .args(["--timeout-secs", &timeout_secs.to_string()])
+        .env("PERMFS_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("permfs hook starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(event.as_bytes());
+    }
+    child.wait_with_output().expect("permfs hook ends")
+}
+
+/// The decision and reason of a PreToolUse answer, after checking it
+/// against the published schema.
+fn answer_of(output: &Output) -> (String, String) {
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    validate(&text);
+    let answer: Value = serde_json::from_str(&text).expect("the answer is JSON");
+    let specific = &answer["hookSpecificOutput"];
+    assert_eq!(specific["hookEventName"], "PreToolUse", "{text}");
+    (
+        specific["permissionDecision"]
+            .as_str()
+            .expect("a decision")
+            .to_string(),
+        specific["permissionDecisionReason"]
+            .as_str()
+            .expect("a reason")
+            .to_string(),
+    )
+}
+
+/// Validates with python3's jsonschema when it is installed (a Rust
+/// JSON-schema crate is not in the offline registry).
+fn validate(answer: &str) {
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hooks/pre-tool-use.command.output.schema.json");
+    let check = "import json,sys\ntry:\n import jsonschema\nexcept ImportError:\n sys.exit(0)\njsonschema.validate(json.loads(sys.argv[2]), json.load(open(sys.argv[1])))";
+    let Ok(result) = Command::new("python3")
+        .args(["-c", check])
+        .arg(&schema)
+        .arg(answer)
+        .output()
+    else {
+        return;
+    };
+    assert!(
+        result.status.success(),
+        "the answer does not fit Codex's output schema: {answer}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+fn work(daemon: &Daemon) -> String {
+    daemon
+        .dir
+        .path()
+        .join("work")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_rule_allowed_bash_is_allowed_for_both_agents_and_the_session_is_spawned() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    for (file, session) in [
+        ("claude-pre-tool-use-bash.json", "c1a2"),
+        ("codex-pre-tool-use-bash.json", "x9/b?"),
+    ] {
+        let event = fixture(
+            file,
+            &[
+                ("SESSION", session),
+                ("CWD", &cwd),
+                ("COMMAND", "git status"),
+            ],
+        );
+        let output = hook(&daemon.mountpoint, &event);
+        assert!(output.status.success(), "{output:?}");
+        let (decision, reason) = answer_of(&output);
+        assert_eq!(decision, "allow", "{reason}");
+        assert!(reason.contains("rule bash \"git *\""), "{reason}");
+    }
+    assert!(daemon.session("main/c1a2").join("session.json").exists());
+    assert!(
+        daemon.session("main/x9-b-").join("session.json").exists(),
+        "a session id is made one safe name"
+    );
+    let end = fixture(
+        "claude-session-end.json",
+        &[("SESSION", "c1a2"), ("CWD", &cwd)],
+    );
+    let output = hook(&daemon.mountpoint, &end);
+    assert!(output.status.success(), "{output:?}");
+    eventually("SessionEnd ends the session", || {
+        !daemon.session("main/c1a2").exists()
+    });
+}
+
+#[test]
+fn a_read_of_an_env_file_is_denied_with_the_rule() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let start = fixture(
+        "claude-session-start.json",
+        &[("SESSION", "s1"), ("CWD", &cwd)],
+    );
+    let output = hook(&daemon.mountpoint, &start);
+    assert!(output.status.success(), "{output:?}");
+    assert!(daemon.session("main/s1").join("session.json").exists());
+    let path = format!("{cwd}/conf/.env");
+    let event = fixture(
+        "claude-pre-tool-use-read.json",
+        &[("SESSION", "s1"), ("CWD", &cwd), ("PATH", &path)],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    assert!(
+        output.status.success(),
+        "a decision, not an error: {output:?}"
+    );
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("secrets stay put"), "{reason}");
+}
+
+#[test]
+fn an_edit_outside_the_project_waits_for_a_person() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let path = elsewhere.path().join("notes.txt");
+    let event = fixture(
+        "claude-pre-tool-use-edit.json",
+        &[
+            ("SESSION", "e1"),
+            ("CWD", &cwd),
+            ("PATH", &path.to_string_lossy()),
+        ],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook(&mount, &event));
+    eventually("the edit waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown = std::fs::read_to_string(&entry).expect("the ask is readable");
+    assert!(
+        shown.contains("permission_mode=acceptEdits"),
+        "the mode is recorded in the message: {shown}"
+    );
+    std::fs::write(&entry, "allow").expect("decided");
+    let output = waiting.join().expect("the hook returns");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "allow", "{reason}");
+    assert!(reason.contains("a person at main"), "{reason}");
+}
+
+#[test]
+fn a_subagents_call_climbs_from_its_child_session() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let start = fixture(
+        "claude-subagent-start.json",
+        &[("SESSION", "p1"), ("CWD", &cwd), ("AGENT", "agent-7")],
+    );
+    let output = hook(&daemon.mountpoint, &start);
+    assert!(output.status.success(), "{output:?}");
+    let info: Value = serde_json::from_str(
+        &std::fs::read_to_string(daemon.session("main/p1/agent-7").join("session.json"))
+            .expect("the subagent's session"),
+    )
+    .expect("JSON");
+    assert_eq!(info["agent"], "Explore");
+    let event = fixture(
+        "claude-subagent-bash.json",
+        &[
+            ("SESSION", "p1"),
+            ("CWD", &cwd),
+            ("AGENT", "agent-7"),
+            ("COMMAND", "make deploy"),
+        ],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook(&mount, &event));
+    eventually("the ask climbs to main", || daemon.inbox("main").len() == 1);
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("readable")).expect("JSON");
+    assert_eq!(shown["from"], "main/p1/agent-7", "{shown}");
+    std::fs::write(&entry, "deny not from a subagent").expect("decided");
+    let output = waiting.join().expect("the hook returns");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("not from a subagent"), "{reason}");
+    let stop = start.replace("SubagentStart", "SubagentStop");
+    let output = hook(&daemon.mountpoint, &stop);
+    assert!(output.status.success(), "{output:?}");
+    eventually("SubagentStop ends the child", || {
+        !daemon.session("main/p1/agent-7").exists()
+    });
+    assert!(
+        daemon.session("main/p1").exists(),
+        "the agent's session stays"
+    );
+}
+
+#[test]
+fn an_unknown_tool_is_asked_on_its_own_surface() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-other.json",
+        &[("SESSION", "u1"), ("CWD", &cwd), ("TOOL", "FancyTool")],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "allow", "{reason}");
+    assert!(reason.contains("fancytool"), "{reason}");
+}
+
+#[test]
+fn a_malformed_event_and_a_missing_mount_deny_and_exit_2() {
+    let daemon = Daemon::start(CONFIG, None);
+    for event in ["{not json", "[]", r#"{"hook_event_name":"PreToolUse"}"#] {
+        let output = hook(&daemon.mountpoint, event);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let (decision, reason) = answer_of(&output);
+        assert_eq!(decision, "deny");
+        assert!(!reason.is_empty());
+        assert!(!output.stderr.is_empty(), "exit 2 shows stderr");
+    }
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "m1"), ("CWD", &cwd), ("COMMAND", "git status")],
+    );
+    let nowhere = PathBuf::from("/nonexistent/permfs-mount");
+    let output = hook(&nowhere, &event);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("no permfs mount"), "{reason}");
+}
+
+#[test]
+fn the_agent_cannot_write_to_its_own_authority() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let inbox = daemon.session("main").join("inbox").join("x");
+    let command = format!("echo allow > {}", inbox.display());
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "g1"), ("CWD", &cwd), ("COMMAND", &command)],
+    );
+    let output = hook(&daemon.mountpoint, &event);
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny", "{reason}");
+    assert!(reason.contains("own permission authority"), "{reason}");
+    let audit = daemon.state_dir.join("audit.log");
+    for path in [
+        format!("{cwd}/.claude/settings.local.json"),
+        format!("{cwd}/.codex/config.toml"),
+        audit.to_string_lossy().into_owned(),
+    ] {
+        let event = fixture(
+            "claude-pre-tool-use-edit.json",
+            &[("SESSION", "g1"), ("CWD", &cwd), ("PATH", &path)],
+        );
+        let output = hook(&daemon.mountpoint, &event);
+        let (decision, reason) = answer_of(&output);
+        assert_eq!(decision, "deny", "{path}: {reason}");
+    }
+    // Writing elsewhere in the project is still allowed by the config.
+    let event = fixture(
+        "claude-pre-tool-use-edit.json",
+        &[
+            ("SESSION", "g1"),
+            ("CWD", &cwd),
+            ("PATH", &format!("{cwd}/src/main.rs")),
+        ],
+    );
+    let (decision, reason) = answer_of(&hook(&daemon.mountpoint, &event));
+    assert_eq!(decision, "allow", "{reason}");
+}
+
+#[test]
+fn a_hook_that_times_out_denies_and_withdraws_its_ask() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "t1"), ("CWD", &cwd), ("COMMAND", "make")],
+    );
+    let output = hook_with_timeout(&daemon.mountpoint, &event, 1);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("no answer within 1s"), "{reason}");
+    eventually("the ask left the inbox", || daemon.inbox("main").is_empty());
+}
+
+/// 16 hook processes at once, 1,000 events over 8 agent sessions (each
+/// spawned by whichever event comes first), allowed and denied calls
+/// mixed: every answer is the one its own event should get.
+#[test]
+fn sixteen_hooks_at_once_get_their_own_answers() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let mount = daemon.mountpoint.clone();
+    let workers: Vec<_> = (0..16)
+        .map(|worker| {
+            let mount = mount.clone();
+            let cwd = cwd.clone();
+            std::thread::spawn(move || {
+                let mut wrong = Vec::new();
+                for i in (worker..1000).step_by(16) {
+                    let allow = i % 3 != 0;
+                    let command = if allow {
+                        format!("git log -n {i}")
+                    } else {
+                        format!("rm -rf /tmp/x{i}")
+                    };
+                    let session = format!("stress-{}", i % 8);
+                    let event = fixture(
+                        "codex-pre-tool-use-bash.json",
+                        &[("SESSION", &session), ("CWD", &cwd), ("COMMAND", &command)],
+                    );
+                    let output = hook(&mount, &event);
+                    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                    let got: Option<String> =
+                        serde_json::from_str::<Value>(&text).ok().and_then(|a| {
+                            a["hookSpecificOutput"]["permissionDecision"]
+                                .as_str()
+                                .map(str::to_string)
+                        });
+                    let expected = if allow { "allow" } else { "deny" };
+                    if got.as_deref() != Some(expected) || !output.status.success() {
+                        wrong.push(format!("{i}: {command}: {text} {output:?}"));
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    let wrong: Vec<String> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}
+
+/// Concurrent hooks of one agent session spawn its session at once: every
+/// spawn but one must fail with EEXIST (the name is taken), never EINVAL.
+#[test]
+fn racing_spawns_of_one_name_are_eexist() {
+    let daemon = Daemon::start(CONFIG, None);
+    for round in 0..20 {
+        let ctl = daemon.session("main").join("ctl");
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                let ctl = ctl.clone();
+                std::thread::spawn(move || {
+                    std::fs::write(&ctl, format!("spawn race{round}\n"))
+                        .map_err(|e| e.raw_os_error())
+                })
+            })
+            .collect();
+        let results: Vec<_> = racers
+            .into_iter()
+            .map(|r| r.join().expect("racer"))
+            .collect();
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .all(|r| r.is_ok() || *r == Err(Some(libc::EEXIST))),
+            "{results:?}"
+        );
+    }
+}
+
+/// Inside a session permfs made (`$PERMFS_SESSION`), the hook asks as that
+/// session and spawns nothing for the agent's session id.
+#[test]
+fn permfs_session_names_the_asking_session() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w\n").expect("spawned");
+    let cwd = work(&daemon);
+    let event = fixture(
+        "claude-pre-tool-use-bash.json",
+        &[("SESSION", "zz"), ("CWD", &cwd), ("COMMAND", "make")],
+    );
+    let mount = daemon.mountpoint.clone();
+    let waiting = std::thread::spawn(move || hook_in(&mount, &event, 20, Some("main/w")));
+    eventually("the ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    let shown: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("readable")).expect("JSON");
+    assert_eq!(shown["from"], "main/w", "{shown}");
+    std::fs::write(&entry, "allow").expect("decided");
+    let (decision, _) = answer_of(&waiting.join().expect("the hook returns"));
+    assert_eq!(decision, "allow");
+    assert!(
+        !daemon.session("main/zz").exists(),
+        "no session was spawned"
+    );
+}
