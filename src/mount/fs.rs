@@ -182,22 +182,13 @@ impl PermFs {
             | Node::JudgeNext(j)
             | Node::JudgeVerdict(j)
             | Node::JudgeLease(j) => self.authority.attached_judges().contains(j),
-            Node::SessionDir(s)
-            | Node::SessionJson(s)
-            | Node::RulesJson(s)
-            | Node::Ctl(s)
-            | Node::Events(s)
-            | Node::Pending(s)
-            | Node::Query(s)
-            | Node::OutboxDir(s)
-            | Node::InboxDir(s)
-            | Node::GrantsDir(s)
-            | Node::ChildrenDir(s) => self.session_exists(s),
             Node::Request(s, r) | Node::Response(s, r) | Node::Exchange(s, r) => {
                 self.authority.outbox_contains(s, r) || self.draft_exists(s, r)
             }
             Node::InboxItem(s, a) => self.authority.is_pending_at(s, a),
             Node::Grant(s, g) => self.authority.has_grant(s, g),
+            // A session's fixed files and directories live as long as it.
+            other => other.session().is_some_and(|s| self.session_exists(s)),
         }
     }
 
