@@ -32,6 +32,37 @@ pub fn clean_literal(value: &str, home: &str) -> String {
     expand_home(unprefixed, home)
 }
 
+/// The cleaned literal and its absolute form at `base`; `None` when the
+/// value is empty.
+fn cleaned(value: &str, base: &str, home: &str) -> Option<(String, String)> {
+    let literal = clean_literal(value, home);
+    if literal.is_empty() {
+        return None;
+    }
+    let absolute = resolve(base, &literal);
+    Some((literal, absolute))
+}
+
+/// The aliases that need no filesystem: the absolute form, the
+/// cwd-relative form (only inside cwd), the literal as typed, in that
+/// order, without duplicates.
+fn lexical_aliases(literal: String, absolute: String, cwd: &str) -> Vec<String> {
+    let lexical_cwd = resolve(cwd, cwd);
+    let relative_form = is_within(&lexical_cwd, &absolute)
+        .then(|| relative(&lexical_cwd, &absolute))
+        .filter(|rel| !rel.is_empty());
+    let mut aliases: Vec<String> = Vec::with_capacity(3);
+    for alias in [Some(absolute), relative_form, Some(literal)]
+        .into_iter()
+        .flatten()
+    {
+        if !aliases.contains(&alias) {
+            aliases.push(alias);
+        }
+    }
+    aliases
+}
+
 impl AccessPath {
     /// `cwd` must be absolute.
     pub fn for_path(value: &str, cwd: &str, home: &str) -> Self {
@@ -42,35 +73,17 @@ impl AccessPath {
     /// after `cd`), its cwd-relative alias still taken against the
     /// session's `cwd`. Both must be absolute.
     pub fn for_path_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
-        let literal = clean_literal(value, home);
-        if literal.is_empty() {
-            return Self {
-                match_values: Vec::new(),
-                boundary: String::new(),
-            };
-        }
-        let absolute = resolve(base, &literal);
+        let Some((literal, absolute)) = cleaned(value, base, home) else {
+            return Self::empty();
+        };
         let boundary = canonicalize_lenient(&absolute);
-        let mut aliases: Vec<String> = Vec::with_capacity(4);
-        if literal == "*" {
-            aliases.push(literal);
+        let mut match_values = if literal == "*" {
+            vec![literal]
         } else {
-            aliases.push(absolute.clone());
-            let lexical_cwd = resolve(cwd, cwd);
-            if is_within(&lexical_cwd, &absolute) {
-                let rel = relative(&lexical_cwd, &absolute);
-                if !rel.is_empty() {
-                    aliases.push(rel);
-                }
-            }
-            aliases.push(literal);
-        }
-        aliases.push(boundary.clone());
-        let mut match_values: Vec<String> = Vec::with_capacity(aliases.len());
-        for alias in aliases {
-            if !match_values.contains(&alias) {
-                match_values.push(alias);
-            }
+            lexical_aliases(literal, absolute, cwd)
+        };
+        if !match_values.contains(&boundary) {
+            match_values.push(boundary.clone());
         }
         Self {
             match_values,
@@ -84,28 +97,19 @@ impl AccessPath {
     /// specific rule names the word itself: resolving each would cost a
     /// `realpath` per word on every ask.
     pub fn for_word_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
-        let literal = clean_literal(value, home);
-        if literal.is_empty() {
-            return Self {
-                match_values: Vec::new(),
-                boundary: String::new(),
-            };
-        }
-        let absolute = resolve(base, &literal);
-        let mut match_values = vec![absolute.clone()];
-        let lexical_cwd = resolve(cwd, cwd);
-        if is_within(&lexical_cwd, &absolute) {
-            let rel = relative(&lexical_cwd, &absolute);
-            if !rel.is_empty() && !match_values.contains(&rel) {
-                match_values.push(rel);
-            }
-        }
-        if !match_values.contains(&literal) {
-            match_values.push(literal);
-        }
+        let Some((literal, absolute)) = cleaned(value, base, home) else {
+            return Self::empty();
+        };
         Self {
-            match_values,
+            match_values: lexical_aliases(literal, absolute.clone(), cwd),
             boundary: absolute,
+        }
+    }
+
+    fn empty() -> Self {
+        Self {
+            match_values: Vec::new(),
+            boundary: String::new(),
         }
     }
 
