@@ -32,6 +32,10 @@ pub enum AskForm {
     /// Pre-fixed facts; `Err` holds why they were unusable (they then floor
     /// to `ask`: no facts, no recorded judgment).
     Intents(Result<Vec<AccessIntent>, String>),
+    /// An ask that names nothing a rule could judge (a forwarded pi request
+    /// without a surface and value), with why: it floors to `ask`, so only
+    /// a person (or a judge) answers it.
+    Unjudgeable(String),
 }
 
 /// A parsed request: the ask plus what a person will see with it.
@@ -44,6 +48,14 @@ pub struct Request {
     /// Only honoured by the offline `resolve` command; the mount takes the
     /// agent from the session, never from the request.
     pub agent: Option<String>,
+    /// The surface the suggested patterns are for, when the asker named one
+    /// (a pi child's `sessionApproval`): an `allow session` then records
+    /// exactly `(surface, pattern)` pairs, as the reference's serving node
+    /// does, rather than one per fact surface.
+    pub suggested_surface: Option<String>,
+    /// Where a forwarded request came from, as its writer claimed: kept
+    /// for the person and the audit log, never used as identity.
+    pub forwarded: Option<super::forwarded::Provenance>,
 }
 
 impl AskForm {
@@ -183,6 +195,8 @@ impl Request {
             message: text("message")?,
             suggested_patterns,
             agent: text("agent")?,
+            suggested_surface: None,
+            forwarded: None,
         })
     }
 }
@@ -303,7 +317,7 @@ impl Requester {
                     .collect(),
                 unusable: None,
             },
-            AskForm::Intents(Err(why)) => FactSet {
+            AskForm::Intents(Err(why)) | AskForm::Unjudgeable(why) => FactSet {
                 tool: None,
                 intents: Vec::new(),
                 unusable: Some(why.clone()),

@@ -4,10 +4,11 @@
 //! answer (or the interrupt watcher) takes, so no thread waits per asker.
 
 use super::caller::Namespaces;
-use super::nodes::{Inodes, Node};
+use super::nodes::{Folder, Inodes, Node};
 use super::parking::{Parked, ParkedRead};
 use crate::session::ask::Response;
 use crate::session::control::ControlCommand;
+use crate::session::pi_view::PiViews;
 use crate::session::review::JudgeReader;
 use crate::session::{Authority, AuthorityError, Caller, SpawnSpec};
 use fuser::{
@@ -37,6 +38,12 @@ fn ttl(node: &Node) -> Duration {
         // An exchange is forgotten at close; a cached name would make the
         // next `O_CREAT|O_EXCL` of the same name fail in the kernel.
         Node::Exchange(..)
+        // The pi view's entries come and go as asks are answered; pi
+        // polls them by `stat`, which must always see the present.
+        | Node::PiTarget(..)
+        | Node::PiFolder(..)
+        | Node::PiRequest(..)
+        | Node::PiResponse(..)
         | Node::InboxItem(..)
         | Node::Grant(..)
         | Node::JudgeDir(_)
@@ -121,6 +128,10 @@ pub struct PermFs {
     audit_path: Option<std::path::PathBuf>,
     /// The daemon's mount namespace, to tell sandboxed callers apart.
     namespaces: Namespaces,
+    /// Every session's pi-compatible forwarding view (`pi/`).
+    pi: PiViews,
+    /// Open pi request handles that may write: only their close asks.
+    pi_writers: Mutex<std::collections::HashSet<u64>>,
     pub parked: Parked,
 }
 
@@ -132,6 +143,8 @@ fn errno(error: &AuthorityError) -> Errno {
         AuthorityError::PermissionDenied(_) => Errno::EACCES,
         AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
         AuthorityError::TooLarge => Errno::EFBIG,
+        AuthorityError::NotEmpty(_) => Errno::ENOTEMPTY,
+        AuthorityError::Full(_) => Errno::ENOSPC,
         AuthorityError::AuditUnavailable(_, code) => Errno::from_i32(*code),
     }
 }
@@ -147,6 +160,8 @@ impl PermFs {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Self {
+            pi: PiViews::new(Arc::clone(&authority)),
+            pi_writers: Mutex::new(std::collections::HashSet::new()),
             authority,
             inodes: Inodes::default(),
             uid,
@@ -187,6 +202,10 @@ impl PermFs {
             }
             Node::InboxItem(s, a) => self.authority.is_pending_at(s, a),
             Node::Grant(s, g) => self.authority.has_grant(s, g),
+            Node::PiTarget(s, t) => self.pi.has_target(s, t),
+            Node::PiFolder(s, t, f) => self.pi.has_folder(s, t, *f),
+            Node::PiRequest(s, t, n) => self.pi.has_request(s, t, n),
+            Node::PiResponse(s, t, n) => self.pi.has_response(s, t, n),
             // A session's fixed files and directories live as long as it.
             other => other.session().is_some_and(|s| self.session_exists(s)),
         }
@@ -223,6 +242,8 @@ impl PermFs {
                 .ask_for(s, r)
                 .and_then(|a| self.authority.response(&a))
                 .map(|resp| resp.to_json().to_vec()),
+            Node::PiRequest(s, t, n) => self.pi.request_bytes(s, t, n),
+            Node::PiResponse(s, t, n) => self.pi.response_bytes(s, t, n),
             _ => None,
         }
     }
@@ -272,6 +293,11 @@ impl PermFs {
             Node::Events(_) | Node::Pending(_) => (decider, 0o440),
             Node::GrantsDir(_) => (decider, 0o775),
             Node::Grant(..) => (decider, 0o444),
+            Node::PiDir(_) | Node::PiSessions(_) | Node::PiTarget(..) | Node::PiFolder(..) => {
+                (asker, 0o770)
+            }
+            Node::PiRequest(..) => (asker, 0o660),
+            Node::PiResponse(..) => (asker, 0o440),
         }
     }
 
@@ -308,7 +334,13 @@ impl PermFs {
             Node::OutboxDir(s)
             | Node::Request(s, _)
             | Node::Response(s, _)
-            | Node::Exchange(s, _) => standing(s)?.may_ask(),
+            | Node::Exchange(s, _)
+            | Node::PiDir(s)
+            | Node::PiSessions(s)
+            | Node::PiTarget(s, _)
+            | Node::PiFolder(s, ..)
+            | Node::PiRequest(s, ..)
+            | Node::PiResponse(s, ..) => standing(s)?.may_ask(),
             Node::Ctl(s) | Node::Query(s) => standing(s)?.may_control(),
             // `pending` lists asks below too: the entries are filtered
             // again, per inbox, by who may decide there.
@@ -344,9 +376,11 @@ impl PermFs {
         };
         let (uid, perm) = self.ownership(node);
         let size = match node {
-            Node::Readme | Node::SessionJson(_) | Node::InboxItem(..) => {
-                self.content(node).map(|c| c.len() as u64).unwrap_or(0)
-            }
+            Node::Readme
+            | Node::SessionJson(_)
+            | Node::InboxItem(..)
+            | Node::PiRequest(..)
+            | Node::PiResponse(..) => self.content(node).map(|c| c.len() as u64).unwrap_or(0),
             _ => 0,
         };
         // An inbox entry's time is its ask's arrival, so `ls -lt` sorts
@@ -406,8 +440,18 @@ impl PermFs {
                 "inbox" => Node::InboxDir(s.clone()),
                 "grants" => Node::GrantsDir(s.clone()),
                 "children" => Node::ChildrenDir(s.clone()),
+                "pi" => Node::PiDir(s.clone()),
                 _ => return None,
             },
+            Node::PiDir(s) if name == "sessions" => Node::PiSessions(s.clone()),
+            Node::PiSessions(s) => Node::PiTarget(s.clone(), name.to_string()),
+            Node::PiTarget(s, t) => Node::PiFolder(s.clone(), t.clone(), Folder::from_name(name)?),
+            Node::PiFolder(s, t, Folder::Requests) => {
+                Node::PiRequest(s.clone(), t.clone(), name.to_string())
+            }
+            Node::PiFolder(s, t, Folder::Responses) => {
+                Node::PiResponse(s.clone(), t.clone(), name.to_string())
+            }
             Node::ChildrenDir(s) => Node::SessionDir(format!("{s}/{name}")),
             Node::OutboxDir(s) => {
                 if let Some(rid) = name.strip_suffix(".request") {
@@ -472,7 +516,38 @@ impl PermFs {
                 ("inbox", Node::InboxDir(s.clone())),
                 ("grants", Node::GrantsDir(s.clone())),
                 ("children", Node::ChildrenDir(s.clone())),
+                ("pi", Node::PiDir(s.clone())),
             ]),
+            Node::PiDir(s) => named(vec![("sessions", Node::PiSessions(s.clone()))]),
+            Node::PiSessions(s) => self
+                .pi
+                .targets(s)
+                .into_iter()
+                .map(|t| (t.clone(), Node::PiTarget(s.clone(), t)))
+                .collect(),
+            Node::PiTarget(s, t) => self
+                .pi
+                .folders(s, t)
+                .into_iter()
+                .map(|f| {
+                    (
+                        f.name().to_string(),
+                        Node::PiFolder(s.clone(), t.clone(), f),
+                    )
+                })
+                .collect(),
+            Node::PiFolder(s, t, f) => self
+                .pi
+                .list(s, t, *f)
+                .into_iter()
+                .map(|n| {
+                    let node = match f {
+                        Folder::Requests => Node::PiRequest(s.clone(), t.clone(), n.clone()),
+                        Folder::Responses => Node::PiResponse(s.clone(), t.clone(), n.clone()),
+                    };
+                    (n, node)
+                })
+                .collect(),
             Node::ChildrenDir(s) => self
                 .authority
                 .with_tree(|t| t.get(s).map(|x| x.children.clone()).unwrap_or_default())
@@ -711,6 +786,39 @@ impl PermFs {
     }
 }
 
+impl PermFs {
+    /// `creat` in a pi view's `requests/`: a new draft, written and then
+    /// renamed (or closed, for a `<id>.json` written directly) to ask.
+    fn create_pi_request(
+        &self,
+        req: &Request,
+        session: String,
+        target: String,
+        name: &str,
+        reply: ReplyCreate,
+    ) {
+        let folder = Node::PiFolder(session.clone(), target.clone(), Folder::Requests);
+        if let Err(e) = self.check_open(req, &folder) {
+            return reply.error(e);
+        }
+        if let Err(error) = self.pi.create(&session, &target, name) {
+            return reply.error(errno(&error));
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut writers) = self.pi_writers.lock() {
+            writers.insert(fh);
+        }
+        let node = Node::PiRequest(session, target, name.to_string());
+        reply.created(
+            &ttl(&node),
+            &self.entry_attr(&node),
+            Generation(0),
+            FileHandle(fh),
+            FopenFlags::FOPEN_DIRECT_IO,
+        );
+    }
+}
+
 impl Filesystem for PermFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let Some(name) = name.to_str() else {
@@ -836,6 +944,11 @@ impl Filesystem for PermFs {
                 snapshots.insert(fh, bytes);
             }
         }
+        if matches!(node, Node::PiRequest(..)) && flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+            if let Ok(mut writers) = self.pi_writers.lock() {
+                writers.insert(fh);
+            }
+        }
         if matches!(node, Node::Response(..)) {
             if let Ok(mut map) = self.nonblocking.lock() {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
@@ -843,7 +956,7 @@ impl Filesystem for PermFs {
         }
         // Contents are never cached (direct I/O). Only a request draft has
         // anything to do at close; other files skip the FLUSH round trip.
-        let flags = if matches!(node, Node::Request(..)) {
+        let flags = if matches!(node, Node::Request(..) | Node::PiRequest(..)) {
             FopenFlags::FOPEN_DIRECT_IO
         } else {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH
@@ -868,6 +981,9 @@ impl Filesystem for PermFs {
             return reply.error(Errno::ENAMETOOLONG);
         }
         let session = match self.node(parent) {
+            Ok(Node::PiFolder(s, t, Folder::Requests)) => {
+                return self.create_pi_request(req, s, t, name, reply)
+            }
             Ok(Node::OutboxDir(s)) => s,
             // A decision written after the ask left the inbox: the shell's
             // `>` creates when the name is gone. Say it was decided.
@@ -1063,6 +1179,7 @@ impl Filesystem for PermFs {
                     )),
                 }
             }
+            Node::PiRequest(s, t, name) => self.pi.write(s, t, name, offset, data),
             Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller(), &text()),
             Node::Ctl(session) => self.control(session, caller(), &text()),
             Node::Query(session) => match self.check_open(req, &node) {
@@ -1100,11 +1217,18 @@ impl Filesystem for PermFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        if let Some(Node::PiRequest(s, t, name)) = self.inodes.node(ino.0) {
+            let writer = self.pi_writers.lock().is_ok_and(|w| w.contains(&fh.0));
+            return match writer.then(|| self.pi.close(&s, &t, &name, false)) {
+                Some(Err(error)) => reply.error(errno(&error)),
+                _ => reply.ok(),
+            };
+        }
         match self.submit_draft(fh.0, Submit::Flush) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1114,13 +1238,20 @@ impl Filesystem for PermFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(Node::PiRequest(s, t, name)) = self.inodes.node(ino.0) {
+            // Only a written handle raises at its last close; a reader's
+            // close leaves the draft as it is.
+            if self.pi_writers.lock().is_ok_and(|mut w| w.remove(&fh.0)) {
+                let _ = self.pi.close(&s, &t, &name, true);
+            }
+        }
         let _ = self.submit_draft(fh.0, Submit::Release);
         let draft = self.drafts.lock().ok().and_then(|mut d| d.remove(&fh.0));
         if let Some(draft) = draft.filter(|d| d.exchange && d.submitted) {
@@ -1183,8 +1314,53 @@ impl Filesystem for PermFs {
             return reply.error(Errno::EPERM);
         }
         match self.node(ino) {
-            Ok(node) => reply.attr(&ttl(&node), &self.attr(&node)),
+            Ok(node) => {
+                if let (Node::PiRequest(s, t, name), Some(size)) = (&node, size) {
+                    self.pi.truncate(s, t, name, size);
+                }
+                reply.attr(&ttl(&node), &self.attr(&node))
+            }
             Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        // Only within a pi view's `requests/`: the pi child's atomic write
+        // (`<id>.json.<pid>.<ms>.tmp` → `<id>.json`), which asks.
+        let (Some(name), Some(newname)) = (name.to_str(), newname.to_str()) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let (from, to) = match (self.node(parent), self.node(newparent)) {
+            (Ok(from), Ok(to)) => (from, to),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        let Node::PiFolder(s, t, Folder::Requests) = &from else {
+            return reply.error(Errno::EACCES);
+        };
+        if from != to {
+            return reply.error(Errno::EXDEV);
+        }
+        if flags.contains(fuser::RenameFlags::RENAME_EXCHANGE) {
+            return reply.error(Errno::EINVAL);
+        }
+        if let Err(e) = self.check_open(req, &from) {
+            return reply.error(e);
+        }
+        match self.pi.rename(s, t, name, newname) {
+            Ok(()) => reply.ok(),
+            Err(error) => {
+                tracing::info!(session = %s, target = %t, %newname, %error, "pi request refused");
+                reply.error(errno(&error))
+            }
         }
     }
 
@@ -1202,6 +1378,16 @@ impl Filesystem for PermFs {
                     .or_else(|| name.strip_suffix(".response"))
                     .unwrap_or(name);
                 self.authority.withdraw(&s, rid)
+            }
+            Ok(folder @ Node::PiFolder(..)) => {
+                if let Err(e) = self.check_open(req, &folder) {
+                    return reply.error(e);
+                }
+                match &folder {
+                    Node::PiFolder(s, t, Folder::Requests) => self.pi.unlink_request(s, t, name),
+                    Node::PiFolder(s, t, Folder::Responses) => self.pi.unlink_response(s, t, name),
+                    _ => return reply.error(Errno::EACCES),
+                }
             }
             Ok(Node::GrantsDir(s)) => {
                 if self.authority.may_decide(&s, self.caller(req)) {
@@ -1247,6 +1433,29 @@ impl Filesystem for PermFs {
                 ),
                 Err(error) => reply.error(errno(&error)),
             },
+            Ok(parent @ (Node::PiSessions(_) | Node::PiTarget(..))) => {
+                if let Err(e) = self.check_open_as(caller, &parent) {
+                    return reply.error(e);
+                }
+                let (made, node) = match &parent {
+                    Node::PiSessions(s) => (
+                        self.pi.make_target(s, name),
+                        Node::PiTarget(s.clone(), name.to_string()),
+                    ),
+                    Node::PiTarget(s, t) => match Folder::from_name(name) {
+                        Some(folder) => (
+                            self.pi.make_folder(s, t, folder),
+                            Node::PiFolder(s.clone(), t.clone(), folder),
+                        ),
+                        None => return reply.error(Errno::EACCES),
+                    },
+                    _ => return reply.error(Errno::EACCES),
+                };
+                match made {
+                    Ok(()) => reply.entry(&ttl(&node), &self.entry_attr(&node), Generation(0)),
+                    Err(error) => reply.error(errno(&error)),
+                }
+            }
             Ok(Node::ChildrenDir(s)) => {
                 match self.authority.spawn(&s, name, SpawnSpec::default(), caller) {
                     Ok(id) => reply.entry(
@@ -1277,6 +1486,23 @@ impl Filesystem for PermFs {
                 Ok(()) => reply.ok(),
                 Err(error) => reply.error(errno(&error)),
             },
+            Ok(parent @ (Node::PiSessions(_) | Node::PiTarget(..))) => {
+                if let Err(e) = self.check_open_as(caller, &parent) {
+                    return reply.error(e);
+                }
+                let removed = match &parent {
+                    Node::PiSessions(s) => self.pi.remove_target(s, name),
+                    Node::PiTarget(s, t) => match Folder::from_name(name) {
+                        Some(folder) => self.pi.remove_folder(s, t, folder),
+                        None => return reply.error(Errno::ENOENT),
+                    },
+                    _ => return reply.error(Errno::EACCES),
+                };
+                match removed {
+                    Ok(()) => reply.ok(),
+                    Err(error) => reply.error(errno(&error)),
+                }
+            }
             Ok(_) => reply.error(Errno::EACCES),
             Err(e) => reply.error(e),
         }

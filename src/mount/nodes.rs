@@ -1,5 +1,6 @@
 //! What each inode of the mount is, and the stable inode numbers.
 
+pub use crate::session::pi_view::Folder;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -30,6 +31,19 @@ pub enum Node {
     GrantsDir(String),
     Grant(String, String),
     ChildrenDir(String),
+    /// `pi/`: the session's pi-compatible forwarding view, laid out as
+    /// pi-permission-system's forwarding directory.
+    PiDir(String),
+    /// `pi/sessions/`
+    PiSessions(String),
+    /// `pi/sessions/<target>/`, made by the child.
+    PiTarget(String, String),
+    /// `pi/sessions/<target>/requests/` or `responses/`.
+    PiFolder(String, String, Folder),
+    /// `requests/<name>`: a temporary file, or a pending forwarded ask.
+    PiRequest(String, String, String),
+    /// `responses/<name>`: exists once the ask is answered.
+    PiResponse(String, String, String),
     JudgesDir,
     JudgeDir(String),
     JudgeNext(String),
@@ -57,7 +71,13 @@ impl Node {
             | Node::InboxItem(s, _)
             | Node::GrantsDir(s)
             | Node::Grant(s, _)
-            | Node::ChildrenDir(s) => Some(s),
+            | Node::ChildrenDir(s)
+            | Node::PiDir(s)
+            | Node::PiSessions(s)
+            | Node::PiTarget(s, _)
+            | Node::PiFolder(s, ..)
+            | Node::PiRequest(s, ..)
+            | Node::PiResponse(s, ..) => Some(s),
             Node::Root
             | Node::Readme
             | Node::SessionsDir
@@ -80,6 +100,10 @@ impl Node {
                 | Node::InboxDir(_)
                 | Node::GrantsDir(_)
                 | Node::ChildrenDir(_)
+                | Node::PiDir(_)
+                | Node::PiSessions(_)
+                | Node::PiTarget(..)
+                | Node::PiFolder(..)
                 | Node::JudgesDir
                 | Node::JudgeDir(_)
         )

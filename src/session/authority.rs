@@ -46,6 +46,10 @@ pub enum AuthorityError {
     AlreadyDecided(String),
     /// A request over the size limit.
     TooLarge,
+    /// A directory that still holds entries cannot be removed.
+    NotEmpty(String),
+    /// A bound on what one session may keep was reached.
+    Full(String),
     /// A decision could not be written to the audit log (so it was not
     /// delivered); with the write's errno.
     AuditUnavailable(String, i32),
@@ -59,6 +63,8 @@ impl std::fmt::Display for AuthorityError {
             | Self::Invalid(m)
             | Self::PermissionDenied(m)
             | Self::AlreadyDecided(m)
+            | Self::NotEmpty(m)
+            | Self::Full(m)
             | Self::AuditUnavailable(m, _) => f.write_str(m),
             Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
         }
@@ -379,13 +385,15 @@ struct Answer {
     agent: Option<String>,
     rid: String,
     latency_ms: f64,
+    /// What a forwarded request claimed about its origin.
+    forwarded: Option<crate::facts::forwarded::Provenance>,
     waiters: Vec<Waiter>,
     /// The inbox it waited in: its event stream hears how it ended.
     waited_at: Option<String>,
 }
 
 fn audit_entry(answer: &Answer) -> serde_json::Value {
-    serde_json::json!({
+    let mut entry = serde_json::json!({
         "time": answer.response.responded_at,
         "askId": answer.response.ask_id,
         "session": answer.session,
@@ -396,7 +404,14 @@ fn audit_entry(answer: &Answer) -> serde_json::Value {
         "decidedBy": answer.response.decided_by,
         "hops": answer.response.hops,
         "latencyMs": answer.latency_ms,
-    })
+    });
+    if let (Some(from), Some(object)) = (&answer.forwarded, entry.as_object_mut()) {
+        object.insert(
+            "forwarded".into(),
+            serde_json::to_value(from).unwrap_or_default(),
+        );
+    }
+    entry
 }
 
 /// The audit log refused a batch of answers: they were denied instead.
@@ -764,6 +779,18 @@ impl Authority {
                 .map_err(|_| "request is not UTF-8 text".to_string())
                 .and_then(|t| Request::parse(t).map_err(|e| e.0))
         };
+        self.raise(session, rid, parsed)
+    }
+
+    /// Raises an ask read by another reader than [`Self::submit`]'s (a
+    /// forwarded pi request): `Err` holds why it could not be read, and the
+    /// ask is then answered `invalid` with that reason.
+    pub fn submit_request(
+        &self,
+        session: &str,
+        rid: &str,
+        parsed: Result<Request, String>,
+    ) -> Result<AskId, AuthorityError> {
         self.raise(session, rid, parsed)
     }
 
@@ -1801,6 +1828,19 @@ fn grants_for(ask: &Ask, with_askers_suggestions: bool) -> Vec<(String, String)>
         .filter(|_| with_askers_suggestions)
         .map(|r| r.suggested_patterns.clone())
         .unwrap_or_default();
+    // Patterns suggested for one named surface (a pi child's
+    // `sessionApproval`) are recorded on that surface only.
+    if let Some(surface) = ask
+        .request
+        .as_ref()
+        .filter(|_| with_askers_suggestions && !suggested.is_empty())
+        .and_then(|r| r.suggested_surface.clone())
+    {
+        return suggested
+            .into_iter()
+            .map(|p| (surface.clone(), p))
+            .collect();
+    }
     if suggested.is_empty() {
         if let Some(grant) = ask
             .request
@@ -1925,6 +1965,7 @@ pub(super) fn finish(
         agent: ask.agent.clone(),
         rid: ask.rid.clone(),
         latency_ms: latency.as_secs_f64() * 1000.0,
+        forwarded: ask.request.as_ref().and_then(|r| r.forwarded.clone()),
         waiters: ask.waiters.drain(..).collect(),
         waited_at,
     });
@@ -2012,6 +2053,7 @@ fn asked_view(request: Option<&Request>) -> serde_json::Value {
         }
         Some(AskForm::SurfaceOnly { surface }) => serde_json::json!({"surface": surface}),
         Some(AskForm::Intents(_)) => serde_json::json!({"accessIntent": "pre-fixed facts"}),
+        Some(AskForm::Unjudgeable(why)) => serde_json::json!({"unjudgeable": why}),
         None => serde_json::Value::Null,
     }
 }
@@ -2040,6 +2082,7 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "deadlineAt": ask.deadline_ms,
         "asked": asked_view(ask.request.as_ref()),
         "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+        "forwarded": ask.request.as_ref().and_then(|r| r.forwarded.as_ref()),
         "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
         "facts": ask.facts.intents,
         "hops": ask.hops,

@@ -8,6 +8,7 @@ pub mod authority;
 pub mod chain;
 pub mod control;
 pub mod events;
+pub mod pi_view;
 pub mod review;
 pub mod tree;
 
