@@ -190,3 +190,12 @@ pub fn dry_run(query: &Path, request: &str) -> serde_json::Value {
     file.read_to_string(&mut text).expect("query read");
     serde_json::from_str(&text).expect("JSON")
 }
+
+/// The python3 to run client scripts with (the system one when present).
+pub fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
