@@ -78,20 +78,30 @@ def _decode(chunks):
         raise ValueError("permfs: the answer is not JSON: %r" % text) from error
 
 
+def _reading(fd):
+    """Reads the answer on ``fd``: yields None whenever a read would block
+    (EAGAIN: only a non-blocking ``fd``), then the parsed response."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            yield None
+            continue
+        if not chunk:
+            yield _decode(chunks)
+            return
+        chunks.append(chunk)
+
+
 def ask(session_dir, request, rid=None):
     """Asks ``request`` (a dict, or a JSON string) as the session at
     ``session_dir``; blocks until decided and returns the response dict."""
     fd = _open_ask(session_dir, request, rid, nonblocking=False)
     try:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(fd, _CHUNK)
-            except InterruptedError:
-                continue
-            if not chunk:
-                return _decode(chunks)
-            chunks.append(chunk)
+        return next(_reading(fd))
     finally:
         os.close(fd)
 
@@ -115,16 +125,12 @@ async def ask_async(session_dir, request, rid=None):
     loop = asyncio.get_running_loop()
     fd = _open_ask(session_dir, request, rid, nonblocking=True)
     try:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(fd, _CHUNK)
-            except (BlockingIOError, InterruptedError):
-                await _readable(loop, fd)
-                continue
-            if not chunk:
-                return _decode(chunks)
-            chunks.append(chunk)
+        reading = _reading(fd)
+        response = next(reading)
+        while response is None:
+            await _readable(loop, fd)
+            response = next(reading)
+        return response
     finally:
         os.close(fd)
 

@@ -60,17 +60,12 @@ fn json(bytes: &[u8]) -> serde_json::Value {
 
 /// Whether `node` runs here; says why the Node tests skip when it does not.
 fn node_available() -> bool {
-    let runs = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !runs {
-        eprintln!(
-            "SKIPPED: `node` is not installed, so the Node.js client cannot be tested \
-             (.ci/run installs nodejs; or apt-get install nodejs)"
-        );
-    }
-    runs
+    common::runs(
+        "node",
+        "--version",
+        "`node` is not installed, so the Node.js client cannot be tested \
+         (.ci/run installs nodejs; or apt-get install nodejs)",
+    )
 }
 
 /// A client process whose stdout lines arrive on a channel; killed on drop.
@@ -291,22 +286,34 @@ fn the_python_async_helper_leaves_the_event_loop_running_and_cancelling_withdraw
 
 // ---- Node.js ----
 
-fn node(script: &str, worker: &Path) -> Client {
+/// Runs a Node test: `body` is the inside of an async function that has
+/// `ask` (permfs.js), `session` (`w`'s directory) and `say` (prints a JSON
+/// line); an error it throws is said as `{"error"}`. `None` when there is
+/// no `node`.
+fn node(body: &str) -> Option<(Daemon, PathBuf, Client)> {
+    if !node_available() {
+        return None;
+    }
+    let (daemon, worker) = daemon_with_worker();
+    let script = format!(
+        "const {{ ask }} = require(process.argv[1]);\n\
+         const session = process.argv[2];\n\
+         const say = (fields) => console.log(JSON.stringify(fields));\n\
+         (async () => {{\n{body}\n}})().catch((error) => say({{ error: String(error) }}));\n"
+    );
     let mut command = Command::new("node");
     command
+        // libuv's default, whatever the environment says.
+        .env("UV_THREADPOOL_SIZE", "4")
         .arg("-e")
         .arg(script)
         .arg(clients().join("permfs.js"))
-        .arg(worker);
-    Client::start(command)
+        .arg(&worker);
+    Some((daemon, worker, Client::start(command)))
 }
 
 /// A rule's answer, a person's, then an ask aborted when told.
 const NODE_BASICS: &str = r#"
-const { ask } = require(process.argv[1]);
-const session = process.argv[2];
-const say = (fields) => console.log(JSON.stringify(fields));
-(async () => {
   const rule = await ask(session, { surface: 'bash', value: 'git status' });
   say({ outcome: rule.outcome, kind: rule.decidedBy.kind });
   const person = await ask(session, '{"surface":"bash","value":"make"}');
@@ -321,16 +328,13 @@ const say = (fields) => console.log(JSON.stringify(fields));
     say({ aborted: error.name });
   }
   process.stdin.destroy();
-})().catch((error) => say({ error: String(error) }));
 "#;
 
 #[test]
 fn the_node_helper_gets_the_rule_or_the_persons_answer_and_aborting_withdraws() {
-    if !node_available() {
+    let Some((daemon, _, mut client)) = node(NODE_BASICS) else {
         return;
-    }
-    let (daemon, worker) = daemon_with_worker();
-    let mut client = node(NODE_BASICS, &worker);
+    };
     let rule = client.next("the rule's answer");
     assert_eq!(rule["outcome"], "allow", "{rule}");
     assert_eq!(rule["kind"], "rule");
@@ -352,21 +356,17 @@ fn the_node_helper_gets_the_rule_or_the_persons_answer_and_aborting_withdraws() 
 /// Starts 8 asks; when told, times unrelated thread-pool work in the same
 /// process, then prints each answer as it arrives.
 const NODE_EIGHT: &str = r#"
-const fs = require('fs'), crypto = require('crypto'), dns = require('dns');
-const { ask } = require(process.argv[1]);
-const session = process.argv[2];
-const say = (fields) => console.log(JSON.stringify(fields));
-const timed = (start) => new Promise((resolve, reject) => {
-  const t = process.hrtime.bigint();
-  start((error) => (error ? reject(error) : resolve(Number(process.hrtime.bigint() - t) / 1e6)));
-});
-const probes = async () => ({
-  readFile: await timed((done) => fs.readFile(process.argv[1], done)),
-  stat: await timed((done) => fs.stat(process.argv[1], done)),
-  pbkdf2: await timed((done) => crypto.pbkdf2('secret', 'salt', 1000, 32, 'sha256', done)),
-  lookup: await timed((done) => dns.lookup('localhost', done)),
-});
-(async () => {
+  const fs = require('fs'), crypto = require('crypto'), dns = require('dns');
+  const timed = (start) => new Promise((resolve, reject) => {
+    const t = process.hrtime.bigint();
+    start((error) => (error ? reject(error) : resolve(Number(process.hrtime.bigint() - t) / 1e6)));
+  });
+  const probes = async () => ({
+    readFile: await timed((done) => fs.readFile(process.argv[1], done)),
+    stat: await timed((done) => fs.stat(process.argv[1], done)),
+    pbkdf2: await timed((done) => crypto.pbkdf2('secret', 'salt', 1000, 32, 'sha256', done)),
+    lookup: await timed((done) => dns.lookup('localhost', done)),
+  });
   await probes(); // warm up
   for (let i = 0; i < 8; i++) {
     ask(session, { surface: 'bash', value: `make t${i}` })
@@ -376,16 +376,13 @@ const probes = async () => ({
   await new Promise((resolve) => process.stdin.once('data', resolve));
   process.stdin.destroy();
   say(await probes());
-})().catch((error) => say({ error: String(error) }));
 "#;
 
 #[test]
 fn with_eight_node_asks_pending_nothing_else_in_the_process_waits_and_every_answer_arrives() {
-    if !node_available() {
+    let Some((daemon, _, mut client)) = node(NODE_EIGHT) else {
         return;
-    }
-    let (daemon, worker) = daemon_with_worker();
-    let mut client = node(NODE_EIGHT, &worker);
+    };
     let asks = waiting(&daemon, 8);
     client.say("go");
     let probes = client.next("the timings");
@@ -413,23 +410,20 @@ fn with_eight_node_asks_pending_nothing_else_in_the_process_waits_and_every_answ
 
 /// Three asks pending and a SIGINT handler that exits.
 const NODE_SIGINT: &str = r#"
-const { ask } = require(process.argv[1]);
-for (let i = 0; i < 3; i++) {
-  ask(process.argv[2], { surface: 'bash', value: `make s${i}` }).catch(() => {});
-}
-process.on('SIGINT', () => process.exit(130));
-console.log(JSON.stringify({ ready: true }));
+  for (let i = 0; i < 3; i++) {
+    ask(session, { surface: 'bash', value: `make s${i}` }).catch(() => {});
+  }
+  process.on('SIGINT', () => process.exit(130));
+  say({ ready: true });
 "#;
 
 #[test]
 fn a_node_sigint_handler_exits_at_once_with_asks_pending_and_they_are_withdrawn() {
-    if !node_available() {
-        return;
-    }
-    let (daemon, worker) = daemon_with_worker();
     // SIGKILL too: the asks of a process that could not clean up go as well.
     for (signal, code) in [(libc::SIGINT, Some(130)), (libc::SIGKILL, None)] {
-        let mut client = node(NODE_SIGINT, &worker);
+        let Some((daemon, worker, mut client)) = node(NODE_SIGINT) else {
+            return;
+        };
         assert_eq!(client.next("ready")["ready"], true);
         waiting(&daemon, 3);
         // SAFETY: signalling our own child.
@@ -452,31 +446,21 @@ fn a_node_sigint_handler_exits_at_once_with_asks_pending_and_they_are_withdrawn(
 /// 4 response reads on the thread pool (`fs.promises.readFile`) hold every
 /// thread, so an unrelated `fs.readFile` waits for a decision.
 const NODE_NAIVE: &str = r#"
-const fs = require('fs');
-const outbox = `${process.argv[2]}/outbox`;
-for (let i = 0; i < 4; i++) {
-  fs.writeFileSync(`${outbox}/n${i}.request`, JSON.stringify({ surface: 'bash', value: `make n${i}` }));
-  fs.promises.readFile(`${outbox}/n${i}.response`).catch(() => {});
-}
-const start = Date.now();
-fs.readFile(process.argv[1], () => console.log(JSON.stringify({ readFile: Date.now() - start })));
-setTimeout(() => console.log(JSON.stringify({ stalled: true })), 300);
+  const fs = require('fs');
+  for (let i = 0; i < 4; i++) {
+    fs.writeFileSync(`${session}/outbox/n${i}.request`, JSON.stringify({ surface: 'bash', value: `make n${i}` }));
+    fs.promises.readFile(`${session}/outbox/n${i}.response`).catch(() => {});
+  }
+  const start = Date.now();
+  fs.readFile(process.argv[1], () => say({ readFile: Date.now() - start }));
+  setTimeout(() => say({ stalled: true }), 300);
 "#;
 
 #[test]
 fn a_naive_node_client_stalls_the_thread_pool_which_the_helper_avoids() {
-    if !node_available() {
+    let Some((daemon, _, client)) = node(NODE_NAIVE) else {
         return;
-    }
-    let (daemon, worker) = daemon_with_worker();
-    let mut command = Command::new("node");
-    command
-        .env("UV_THREADPOOL_SIZE", "4")
-        .arg("-e")
-        .arg(NODE_NAIVE)
-        .arg(clients().join("permfs.js"))
-        .arg(&worker);
-    let client = Client::start(command);
+    };
     assert_eq!(
         client.next("the first event")["stalled"],
         true,

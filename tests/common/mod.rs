@@ -199,3 +199,16 @@ pub fn python() -> &'static str {
         "python3"
     }
 }
+
+/// Whether `program` runs (`program arg` succeeds); when it does not, says
+/// that the test skips and why (`missing`: what is missing, how to get it).
+pub fn runs(program: &str, arg: &str, missing: &str) -> bool {
+    let found = Command::new(program)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: {missing}");
+    }
+    found
+}
