@@ -32,16 +32,23 @@
  *   can be stopped, and process.exit() joins workers: it hangs until the ask
  *   is decided. And Node cannot poll() a regular file's descriptor.
  *
- *   So the blocking read happens in another process. The one-descriptor ask
- *   (outbox/<rid>, opened O_RDWR|O_CREAT|O_EXCL) is created and written here
- *   with sync calls that return at once (the daemon only buffers the bytes;
- *   nothing waits for a decision), then handed to `/bin/sh` as its fd 3:
- *   `cat` reads the answer (its first read asks) into a pipe that the event
- *   loop watches with epoll, like a socket. No thread waits. The shell, in
- *   its own session (no terminal Ctrl-C reaches it), waits for its stdin
- *   pipe to close: when this process ends or the ask is aborted, it kills
- *   `cat`, the last descriptor of the ask closes, and the daemon withdraws
- *   it. Cost: two small processes per pending ask, a few ms to start them.
+ *   So the blocking read happens in another process. The request is written
+ *   as outbox/<rid>.request with sync calls that return at once (closing it
+ *   asks; nothing waits for a decision). Most asks are answered by a rule
+ *   at once: a non-blocking read of <rid>.response (O_NONBLOCK: the answer
+ *   or EAGAIN, never a wait) returns those without a process. Otherwise
+ *   `/bin/sh` starts `cat <rid>.response`, whose output is a pipe the event
+ *   loop watches with epoll, like a socket: no thread waits. The shell, in
+ *   its own session (a terminal's Ctrl-C does not reach it), then waits for
+ *   its stdin pipe to close; when this process ends in any way or the ask is
+ *   aborted, it kills `cat` and removes the request, which withdraws a
+ *   pending ask. A finished ask's request is removed too (the daemon then
+ *   forgets it). Cost: two small processes while an ask waits (about 10 ms
+ *   to start them); a rule's answer costs about 1 ms.
+ *
+ *   Signals: the only read that waits is `cat`'s, which retries EINTR; the
+ *   sync calls here never wait for a decision, and are retried on EINTR all
+ *   the same.
  *
  *   If you write your own client instead: never read a response with
  *   fs.read/fs.promises.readFile (thread pool) or readFileSync (event loop);
@@ -53,10 +60,11 @@ const path = require('path');
 const crypto = require('crypto');
 const { spawn } = require('child_process');
 
-// fd 3 is the ask. `cat` reads its answer to stdout (the only holder of the
-// answer pipe once the shell lets go of it); the shell waits for stdin to
-// close, then kills `cat` (a no-op when it has finished).
-const WAITER = 'cat <&3 3<&- & exec 3<&- >/dev/null; read -r _; kill $! 2>/dev/null; exit 0';
+// $1 the response, $2 the request. `cat` reads the answer to stdout (the
+// only holder of the answer pipe once the shell lets go of it); the shell
+// waits for stdin to close, then stops `cat` (a no-op when it has finished)
+// and removes the request (withdrawing the ask if it is still pending).
+const WAITER = 'cat "$1" & exec >/dev/null; read -r _; kill $! 2>/dev/null; rm -f "$2"';
 
 /** Retries a sync fs call interrupted by a signal (EINTR). */
 function retrying(call) {
@@ -76,21 +84,54 @@ function abortError(signal) {
   return error;
 }
 
-/** Creates the one-descriptor ask and writes the request; returns the fd. */
-function openAsk(sessionDir, rid, bytes) {
-  const file = path.join(sessionDir, 'outbox', rid);
-  const flags = fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL;
-  const fd = retrying(() => fs.openSync(file, flags, 0o600));
+function forget(request) {
   try {
-    let done = 0;
-    while (done < bytes.length) {
-      done += retrying(() => fs.writeSync(fd, bytes, done, bytes.length - done));
-    }
+    fs.unlinkSync(request);
+  } catch (_) {
+    // already gone
+  }
+}
+
+/** Writes the request; closing it asks. */
+function writeRequest(request, text) {
+  try {
+    fs.writeFileSync(request, text, { flag: 'wx', mode: 0o600 });
   } catch (error) {
-    fs.closeSync(fd);
+    // EINVAL: an invalid request; its response says why.
+    if (error.code === 'EINVAL' && error.syscall === 'close') return;
+    if (error.code !== 'EEXIST') forget(request);
     throw error;
   }
-  return fd;
+}
+
+/** The answer if there is one yet (a non-blocking read), else null. */
+function answerNow(response) {
+  const fd = retrying(() => fs.openSync(response, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK));
+  try {
+    const chunks = [];
+    const buffer = Buffer.alloc(65536);
+    for (;;) {
+      let n;
+      try {
+        n = retrying(() => fs.readSync(fd, buffer));
+      } catch (error) {
+        if (error.code === 'EAGAIN') return null;
+        throw error;
+      }
+      if (n === 0) return Buffer.concat(chunks).toString();
+      chunks.push(Buffer.from(buffer.subarray(0, n)));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function parse(rid, answer, why) {
+  try {
+    return JSON.parse(answer);
+  } catch (_) {
+    throw new Error(`permfs: no answer to ${rid}: ${why || `not JSON: ${JSON.stringify(answer)}`}`);
+  }
 }
 
 /**
@@ -102,61 +143,77 @@ function ask(sessionDir, request, options = {}) {
   const { signal, rid = `node-${process.pid}-${crypto.randomBytes(8).toString('hex')}` } = options;
   return new Promise((resolve, reject) => {
     if (signal && signal.aborted) return reject(abortError(signal));
-    const text = typeof request === 'string' ? request : JSON.stringify(request);
-    let child;
-    const fd = openAsk(sessionDir, rid, Buffer.from(text));
+    const base = path.join(sessionDir, 'outbox', rid);
+    const requestFile = `${base}.request`;
+    const responseFile = `${base}.response`;
+    writeRequest(requestFile, typeof request === 'string' ? request : JSON.stringify(request));
+    let answer;
     try {
-      child = spawn('/bin/sh', ['-c', WAITER], {
-        stdio: ['pipe', 'pipe', 'pipe', fd],
-        detached: true,
-      });
-    } finally {
-      // The shell holds the ask now; closing our copy sends nothing to the
-      // daemon (an ask's last close is what withdraws it).
-      fs.closeSync(fd);
+      answer = answerNow(responseFile);
+    } catch (error) {
+      forget(requestFile);
+      throw error;
     }
-    const out = [];
-    const err = [];
-    let settled = false;
-    const stop = () => {
-      // The whole group: the shell and `cat`.
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch (_) {
-        // already gone
-      }
-    };
-    const onAbort = () => {
-      if (settled) return;
-      settled = true;
-      stop();
-      reject(abortError(signal));
-    };
-    if (signal) signal.addEventListener('abort', onAbort, { once: true });
-    const finish = (error, value) => {
-      if (signal) signal.removeEventListener('abort', onAbort);
-      if (settled) return;
-      settled = true;
-      if (error) reject(error);
-      else resolve(value);
-    };
-    child.stdin.on('error', () => {}); // the shell may be gone already
-    child.stdout.on('data', (chunk) => out.push(chunk));
-    child.stderr.on('data', (chunk) => err.push(chunk));
-    child.stdout.on('end', () => child.stdin.end());
-    child.on('error', (error) => {
-      stop();
+    if (answer !== null) {
+      forget(requestFile);
+      return resolve(parse(rid, answer));
+    }
+    waitFor(rid, requestFile, responseFile, signal, resolve, reject);
+  });
+}
+
+/** Reads a pending ask's answer in `sh` + `cat`, watching their pipe. */
+function waitFor(rid, requestFile, responseFile, signal, resolve, reject) {
+  let child;
+  try {
+    child = spawn('/bin/sh', ['-c', WAITER, 'permfs-wait', responseFile, requestFile], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
+  } catch (error) {
+    forget(requestFile);
+    throw error;
+  }
+  const out = [];
+  const err = [];
+  let settled = false;
+  const stop = () => {
+    // The whole group: the shell and `cat`.
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch (_) {
+      // already gone
+    }
+    forget(requestFile);
+  };
+  const onAbort = () => {
+    if (settled) return;
+    settled = true;
+    stop();
+    reject(abortError(signal));
+  };
+  if (signal) signal.addEventListener('abort', onAbort, { once: true });
+  const finish = (error, value) => {
+    if (signal) signal.removeEventListener('abort', onAbort);
+    if (settled) return;
+    settled = true;
+    if (error) reject(error);
+    else resolve(value);
+  };
+  child.stdin.on('error', () => {}); // the shell may be gone already
+  child.stdout.on('data', (chunk) => out.push(chunk));
+  child.stderr.on('data', (chunk) => err.push(chunk));
+  child.stdout.on('end', () => child.stdin.end());
+  child.on('error', (error) => {
+    stop();
+    finish(error);
+  });
+  child.on('close', () => {
+    try {
+      finish(null, parse(rid, Buffer.concat(out).toString(), Buffer.concat(err).toString().trim()));
+    } catch (error) {
       finish(error);
-    });
-    child.on('close', () => {
-      const answer = Buffer.concat(out).toString();
-      try {
-        finish(null, JSON.parse(answer));
-      } catch (_) {
-        const why = Buffer.concat(err).toString().trim() || `not JSON: ${JSON.stringify(answer)}`;
-        finish(new Error(`permfs: no answer to ${rid}: ${why}`));
-      }
-    });
+    }
   });
 }
 

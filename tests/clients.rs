@@ -53,6 +53,10 @@ fn decide_the_ask(daemon: &Daemon, decision: &str) {
     decide(daemon, &asks[0], decision);
 }
 
+fn outbox_is_empty(session: &Path) -> bool {
+    std::fs::read_dir(session.join("outbox")).is_ok_and(|mut entries| entries.next().is_none())
+}
+
 fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
@@ -172,10 +176,7 @@ fn the_shell_helper_prints_the_answer_and_says_it_in_its_status() {
     assert_eq!(answer.status.code(), Some(0), "{answer:?}");
     assert_eq!(json(&answer.stdout)["decidedBy"]["kind"], "user");
     assert!(
-        std::fs::read_dir(worker.join("outbox"))
-            .expect("outbox")
-            .next()
-            .is_none(),
+        outbox_is_empty(&worker),
         "nothing left behind in the outbox"
     );
 }
@@ -332,7 +333,7 @@ const NODE_BASICS: &str = r#"
 
 #[test]
 fn the_node_helper_gets_the_rule_or_the_persons_answer_and_aborting_withdraws() {
-    let Some((daemon, _, mut client)) = node(NODE_BASICS) else {
+    let Some((daemon, worker, mut client)) = node(NODE_BASICS) else {
         return;
     };
     let rule = client.next("the rule's answer");
@@ -351,6 +352,7 @@ fn the_node_helper_gets_the_rule_or_the_persons_answer_and_aborting_withdraws() 
     });
     let (status, _) = client.exit(Duration::from_secs(5));
     assert!(status.success(), "{status:?}");
+    assert!(outbox_is_empty(&worker), "every request was removed");
 }
 
 /// Starts 8 asks; when told, times unrelated thread-pool work in the same
@@ -380,7 +382,7 @@ const NODE_EIGHT: &str = r#"
 
 #[test]
 fn with_eight_node_asks_pending_nothing_else_in_the_process_waits_and_every_answer_arrives() {
-    let Some((daemon, _, mut client)) = node(NODE_EIGHT) else {
+    let Some((daemon, worker, mut client)) = node(NODE_EIGHT) else {
         return;
     };
     let asks = waiting(&daemon, 8);
@@ -406,6 +408,7 @@ fn with_eight_node_asks_pending_nothing_else_in_the_process_waits_and_every_answ
         );
     }
     assert!(daemon.inbox("main").is_empty());
+    eventually("every request is removed", || outbox_is_empty(&worker));
 }
 
 /// Three asks pending and a SIGINT handler that exits.
@@ -434,9 +437,7 @@ fn a_node_sigint_handler_exits_at_once_with_asks_pending_and_they_are_withdrawn(
         assert!(took < Duration::from_secs(1), "exit took {took:?}");
         let gone = Instant::now();
         eventually("the pending asks are withdrawn", || {
-            daemon.inbox("main").is_empty()
-                && std::fs::read_dir(worker.join("outbox"))
-                    .is_ok_and(|mut entries| entries.next().is_none())
+            daemon.inbox("main").is_empty() && outbox_is_empty(&worker)
         });
         eprintln!("withdrawn {:?} after the exit", gone.elapsed());
     }
