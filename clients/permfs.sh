@@ -1,5 +1,5 @@
-# permfs.sh: ask a permfs mount from a shell script. Source it (POSIX sh,
-# bash, dash, zsh), then:
+# permfs.sh: ask a permfs mount from a shell script. Source it (POSIX sh;
+# tested with bash and dash), then:
 #
 #   . clients/permfs.sh
 #   if answer=$(permfs_ask /mnt/permfs/sessions/main '{"surface":"bash","value":"make"}'); then

@@ -285,6 +285,42 @@ fn the_python_async_helper_leaves_the_event_loop_running_and_cancelling_withdraw
     });
 }
 
+/// A blocking ask whose process gets signals its handler returns from.
+const PY_SIGNALLED: &str = r#"
+import json, signal, sys
+sys.path.insert(0, sys.argv[1])
+from permfs_client import ask
+seen = []
+signal.signal(signal.SIGUSR1, lambda number, frame: seen.append(number))
+print(json.dumps({"started": True}), flush=True)
+answer = ask(sys.argv[2], {"surface": "bash", "value": "make"})
+print(json.dumps({"state": answer["state"], "signals": len(seen)}), flush=True)
+"#;
+
+#[test]
+fn a_blocking_python_ask_waits_on_through_signals_it_handles() {
+    let (daemon, worker) = daemon_with_worker();
+    let mut command = Command::new(python());
+    command
+        .arg("-c")
+        .arg(PY_SIGNALLED)
+        .arg(clients())
+        .arg(&worker);
+    let client = Client::start(command);
+    client.next("started");
+    let asks = waiting(&daemon, 1);
+    for _ in 0..3 {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(client.child.id() as i32, libc::SIGUSR1) };
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(daemon.inbox("main"), asks, "the ask still waits");
+    decide(&daemon, &asks[0], "allow");
+    let answer = client.next("the answer");
+    assert_eq!(answer["state"], "approved", "{answer}");
+    assert_eq!(answer["signals"], 3);
+}
+
 // ---- Node.js ----
 
 /// Runs a Node test: `body` is the inside of an async function that has
