@@ -391,6 +391,27 @@ fn the_node_helper_gets_the_rule_or_the_persons_answer_and_aborting_withdraws() 
     assert!(outbox_is_empty(&worker), "every request was removed");
 }
 
+#[test]
+fn the_node_esm_wrapper_asks_too() {
+    if !node_available() {
+        return;
+    }
+    let (_daemon, worker) = daemon_with_worker();
+    let output = Command::new("node")
+        .arg("--input-type=module")
+        .arg("-e")
+        .arg(
+            "const { ask } = await import(process.argv[1]);\n\
+             console.log(JSON.stringify(await ask(process.argv[2], { surface: 'bash', value: 'git log' })));",
+        )
+        .arg(clients().join("permfs.mjs"))
+        .arg(&worker)
+        .output()
+        .expect("node runs");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(json(&output.stdout)["decidedBy"]["kind"], "rule");
+}
+
 /// Starts 8 asks; when told, times unrelated thread-pool work in the same
 /// process, then prints each answer as it arrives.
 const NODE_EIGHT: &str = r#"
