@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{eventually, python, Daemon};
 use std::process::Command;
 
 const CONFIG: &str =
@@ -25,14 +25,6 @@ while True:
 os.close(fd)
 sys.stdout.write(answer.decode())
 "#;
-
-fn python() -> &'static str {
-    if std::path::Path::new("/usr/bin/python3").exists() {
-        "/usr/bin/python3"
-    } else {
-        "python3"
-    }
-}
 
 fn ask(path: &std::path::Path, request: &str) -> serde_json::Value {
     let output = Command::new(python())

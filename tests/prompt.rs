@@ -18,14 +18,11 @@ struct Tmux {
 
 impl Tmux {
     fn available() -> bool {
-        let found = Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            eprintln!("skipped: tmux is not installed (apt-get install tmux; .ci/run does)");
-        }
-        found
+        common::runs(
+            "tmux",
+            "-V",
+            "tmux is not installed (apt-get install tmux; .ci/run does)",
+        )
     }
 
     fn start(command: &[&str]) -> Self {

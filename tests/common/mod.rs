@@ -190,3 +190,25 @@ pub fn dry_run(query: &Path, request: &str) -> serde_json::Value {
     file.read_to_string(&mut text).expect("query read");
     serde_json::from_str(&text).expect("JSON")
 }
+
+/// The python3 to run client scripts with (the system one when present).
+pub fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// Whether `program` runs (`program arg` succeeds); when it does not, says
+/// that the test skips and why (`missing`: what is missing, how to get it).
+pub fn runs(program: &str, arg: &str, missing: &str) -> bool {
+    let found = Command::new(program)
+        .arg(arg)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: {missing}");
+    }
+    found
+}
