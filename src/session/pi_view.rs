@@ -606,3 +606,162 @@ pub fn pi_response(response: &Response, session: &str) -> Vec<u8> {
     bytes.push(b'\n');
     bytes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::layers::{PolicyLoader, PolicySources};
+    use crate::session::SpawnSpec;
+
+    /// A view over an authority whose root `main` takes asks by rule.
+    fn views() -> (PiViews, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.json");
+        std::fs::write(
+            &path,
+            r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow"}}}"#,
+        )
+        .expect("config written");
+        let loader = PolicyLoader::new(PolicySources {
+            global: Some(path),
+            ..Default::default()
+        })
+        .expect("loader");
+        let authority = Arc::new(Authority::new(Arc::new(loader), 1000).expect("authority"));
+        let spec = SpawnSpec {
+            interactive: true,
+            ..Default::default()
+        };
+        authority
+            .add_root("main", spec, &dir.path().to_string_lossy())
+            .expect("root");
+        (PiViews::new(authority), dir)
+    }
+
+    fn prepared() -> (PiViews, tempfile::TempDir) {
+        let (views, dir) = views();
+        views.make_target("main", "t").expect("target");
+        views
+            .make_folder("main", "t", Folder::Requests)
+            .expect("requests");
+        views
+            .make_folder("main", "t", Folder::Responses)
+            .expect("responses");
+        (views, dir)
+    }
+
+    const ASK: &[u8] = br#"{"surface":"bash","value":"make"}"#;
+
+    #[test]
+    fn folders_are_made_once_and_removed_only_when_empty() {
+        let (views, _dir) = prepared();
+        assert!(matches!(
+            views.make_folder("main", "t", Folder::Requests),
+            Err(AuthorityError::Exists(_))
+        ));
+        assert!(matches!(
+            views.remove_target("main", "t"),
+            Err(AuthorityError::NotEmpty(_))
+        ));
+        views.create("main", "t", "1.json.tmp").expect("draft");
+        assert!(matches!(
+            views.remove_folder("main", "t", Folder::Requests),
+            Err(AuthorityError::NotEmpty(_))
+        ));
+        views
+            .unlink_request("main", "t", "1.json.tmp")
+            .expect("dropped");
+        views
+            .remove_folder("main", "t", Folder::Requests)
+            .expect("empty now");
+        views
+            .remove_folder("main", "t", Folder::Responses)
+            .expect("removed");
+        views.remove_target("main", "t").expect("removed");
+        assert!(views.targets("main").is_empty());
+        assert!(matches!(
+            views.make_target("gone", "t"),
+            Err(AuthorityError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a_rename_asks_and_the_request_turns_into_a_response() {
+        let (views, _dir) = prepared();
+        views.create("main", "t", "7.json.1.2.tmp").expect("draft");
+        views
+            .write("main", "t", "7.json.1.2.tmp", 0, ASK)
+            .expect("written");
+        // A temporary file asks nothing when closed.
+        views
+            .close("main", "t", "7.json.1.2.tmp", true)
+            .expect("closed");
+        assert_eq!(
+            views.list("main", "t", Folder::Requests),
+            ["7.json.1.2.tmp"]
+        );
+        views
+            .rename("main", "t", "7.json.1.2.tmp", "7.json")
+            .expect("asked");
+        assert_eq!(views.list("main", "t", Folder::Requests), ["7.json"]);
+        assert!(!views.has_response("main", "t", "7.json"));
+        assert!(matches!(
+            views.rename("main", "t", "7.json", "8.json"),
+            Err(AuthorityError::PermissionDenied(_))
+        ));
+        // A person at `main` decides; the request gives way to the answer.
+        let ask = views.authority.inbox("main").pop().expect("waiting");
+        let operator = crate::session::Caller {
+            uid: 0,
+            in_daemon_namespace: true,
+        };
+        views
+            .authority
+            .decide("main", &ask, operator, "allow session")
+            .expect("decided");
+        assert!(views.list("main", "t", Folder::Requests).is_empty());
+        let answer: serde_json::Value =
+            serde_json::from_slice(&views.response_bytes("main", "t", "7.json").expect("answer"))
+                .expect("JSON");
+        assert_eq!(answer["approved"], true);
+        assert_eq!(answer["state"], "approved", "{answer}");
+        assert_eq!(answer["permfsState"], "approved_for_session");
+        assert_eq!(answer["responderSessionId"], "main");
+        views
+            .unlink_response("main", "t", "7.json")
+            .expect("forgotten");
+        assert!(views.authority.ask_for("main", "7").is_none());
+    }
+
+    #[test]
+    fn drafts_are_bounded_and_a_raised_request_cannot_be_rewritten() {
+        let (views, _dir) = prepared();
+        assert!(matches!(
+            views.write("main", "t", "missing", 0, ASK),
+            Err(AuthorityError::Exists(_))
+        ));
+        views.create("main", "t", "big.tmp").expect("draft");
+        assert!(matches!(
+            views.write("main", "t", "big.tmp", MAX_REQUEST_BYTES as u64, b"x"),
+            Err(AuthorityError::TooLarge)
+        ));
+        for i in 1..MAX_FILES {
+            views
+                .create("main", "t", &format!("{i}.tmp"))
+                .expect("within the bound");
+        }
+        assert!(matches!(
+            views.create("main", "t", "one-more.tmp"),
+            Err(AuthorityError::Full(_))
+        ));
+        for i in 0..MAX_TARGETS - 1 {
+            views
+                .make_target("main", &format!("t{i}"))
+                .expect("within the bound");
+        }
+        assert!(matches!(
+            views.make_target("main", "one-more"),
+            Err(AuthorityError::Full(_))
+        ));
+    }
+}
