@@ -188,7 +188,9 @@ fn act(
             Ok(Outcome::Done)
         }
         Action::StopSubagent { agent_id } => {
-            client.tree.end(&format!("{session}/{}", session_name(agent_id)))?;
+            client
+                .tree
+                .end(&format!("{session}/{}", session_name(agent_id)))?;
             Ok(Outcome::Done)
         }
         Action::Ask {

@@ -275,7 +275,9 @@ fn pi_agent_dir() -> Result<PathBuf, String> {
     };
     match dir {
         Some(dir) if dir.is_absolute() => Ok(dir),
-        _ => Err("--pi: cannot tell pi's agent dir: set $PI_CODING_AGENT_DIR (absolute) or $HOME".into()),
+        _ => Err(
+            "--pi: cannot tell pi's agent dir: set $PI_CODING_AGENT_DIR (absolute) or $HOME".into(),
+        ),
     }
 }
 
@@ -322,7 +324,9 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
                     push(&["--symlink".as_ref(), target.as_os_str(), path.as_os_str()]);
                 }
             }
-            Ok(meta) if meta.is_dir() => push(&["--ro-bind".as_ref(), path.as_ref(), path.as_ref()]),
+            Ok(meta) if meta.is_dir() => {
+                push(&["--ro-bind".as_ref(), path.as_ref(), path.as_ref()])
+            }
             _ => {}
         }
     }
@@ -334,19 +338,42 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
         }
     }
     for word in [
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-pid", "--unshare-ipc",
-        "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-        "--cap-drop", "ALL",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
     ] {
         push(&[word.as_ref()]);
     }
-    push(&["--bind".as_ref(), sandbox.cwd.as_ref(), sandbox.cwd.as_ref()]);
+    push(&[
+        "--bind".as_ref(),
+        sandbox.cwd.as_ref(),
+        sandbox.cwd.as_ref(),
+    ]);
     let holds_mount = |dir: &Path| sandbox.mount.starts_with(dir);
     if holds_mount(&sandbox.cwd) || SYSTEM_DIRS.iter().any(|d| holds_mount(Path::new(d))) {
         push(&["--tmpfs".as_ref(), sandbox.mount.as_ref()]);
     }
-    push(&["--bind".as_ref(), sandbox.session_dir.as_ref(), SESSION_PATH.as_ref()]);
-    push(&["--setenv".as_ref(), "PERMFS_SESSION".as_ref(), SESSION_PATH.as_ref()]);
+    push(&[
+        "--bind".as_ref(),
+        sandbox.session_dir.as_ref(),
+        SESSION_PATH.as_ref(),
+    ]);
+    push(&[
+        "--setenv".as_ref(),
+        "PERMFS_SESSION".as_ref(),
+        SESSION_PATH.as_ref(),
+    ]);
     push(&["--unsetenv".as_ref(), "PERMFS_MOUNT".as_ref()]);
     if let Some(pi) = &sandbox.pi {
         // The agent dir is read-only (the agent may not rewrite its own
@@ -366,7 +393,11 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
         ]);
         // pi forwards only when it knows it is a subagent: this is one of
         // the hint variables it checks (`SUBAGENT_ENV_HINT_KEYS`).
-        push(&["--setenv".as_ref(), "PI_SUBAGENT_CHILD".as_ref(), "1".as_ref()]);
+        push(&[
+            "--setenv".as_ref(),
+            "PI_SUBAGENT_CHILD".as_ref(),
+            "1".as_ref(),
+        ]);
     }
     push(&["--chdir".as_ref(), sandbox.cwd.as_ref(), "--".as_ref()]);
     args.extend(sandbox.command.iter().cloned());
@@ -467,7 +498,10 @@ fn catch_signals() {
 fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitStatus, String> {
     let (info_read, info_write) = info_pipe()?;
     let mut command = Command::new(bwrap);
-    command.arg("--info-fd").arg("3").args(sandbox_args(sandbox));
+    command
+        .arg("--info-fd")
+        .arg("3")
+        .args(sandbox_args(sandbox));
     command.process_group(0);
     let info_fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
     // SAFETY: dup2 is async-signal-safe; it only places the pipe's write
@@ -559,7 +593,10 @@ fn read_info(mut pipe: std::fs::File, namespace: &AtomicU64, reaper: &AtomicI32)
         if let Ok(info) = serde_json::from_slice::<serde_json::Value>(&text) {
             let pid = info["child-pid"].as_i64().unwrap_or(0);
             reaper.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
-            namespace.store(info["pid-namespace"].as_u64().unwrap_or(0), Ordering::SeqCst);
+            namespace.store(
+                info["pid-namespace"].as_u64().unwrap_or(0),
+                Ordering::SeqCst,
+            );
             return;
         }
     }
@@ -574,7 +611,10 @@ fn forward(signal: i32, bwrap: u32, namespace: u64, reaper: i32) {
     if namespace != 0 {
         if let Ok(entries) = std::fs::read_dir("/proc") {
             for entry in entries.filter_map(Result::ok) {
-                let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok())
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|p| p.parse::<i32>().ok())
                 else {
                     continue;
                 };
@@ -620,7 +660,9 @@ mod tests {
     }
 
     fn words(args: &[OsString]) -> Vec<String> {
-        args.iter().map(|a| a.to_string_lossy().into_owned()).collect()
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
     }
 
     fn has(args: &[String], run: &[&str]) -> bool {
@@ -630,9 +672,15 @@ mod tests {
     #[test]
     fn the_session_is_bound_at_permfs_and_the_cwd_at_its_own_path() {
         let args = words(&sandbox_args(&sandbox("/srv/mnt", "/home/u/proj")));
-        assert!(has(&args, &["--bind", "/srv/mnt/sessions/main/children/w", "/permfs"]));
+        assert!(has(
+            &args,
+            &["--bind", "/srv/mnt/sessions/main/children/w", "/permfs"]
+        ));
         assert!(has(&args, &["--bind", "/home/u/proj", "/home/u/proj"]));
-        assert!(has(&args, &["--chdir", "/home/u/proj", "--", "sh", "-c", "true"]));
+        assert!(has(
+            &args,
+            &["--chdir", "/home/u/proj", "--", "sh", "-c", "true"]
+        ));
         assert!(has(&args, &["--setenv", "PERMFS_SESSION", "/permfs"]));
         assert!(has(&args, &["--cap-drop", "ALL"]));
         assert!(!args.iter().any(|a| a == "/srv/mnt"), "{args:?}");
@@ -640,8 +688,14 @@ mod tests {
 
     #[test]
     fn a_mount_inside_the_cwd_is_hidden_after_the_cwd_is_bound() {
-        let args = words(&sandbox_args(&sandbox("/home/u/proj/mount", "/home/u/proj")));
-        let cwd = args.iter().position(|a| a == "/home/u/proj").unwrap_or(usize::MAX);
+        let args = words(&sandbox_args(&sandbox(
+            "/home/u/proj/mount",
+            "/home/u/proj",
+        )));
+        let cwd = args
+            .iter()
+            .position(|a| a == "/home/u/proj")
+            .unwrap_or(usize::MAX);
         let hidden = args
             .windows(2)
             .position(|w| w[0] == "--tmpfs" && w[1] == "/home/u/proj/mount")
@@ -670,9 +724,16 @@ mod tests {
         assert!(has(&args, &["--tmpfs", "/home/u/.pi/agent"]));
         assert!(has(
             &args,
-            &["--ro-bind", "/home/u/.pi/agent/settings.json", "/home/u/.pi/agent/settings.json"]
+            &[
+                "--ro-bind",
+                "/home/u/.pi/agent/settings.json",
+                "/home/u/.pi/agent/settings.json"
+            ]
         ));
-        assert!(has(&args, &["--setenv", "PI_SUBAGENT_PARENT_SESSION", "main/team"]));
+        assert!(has(
+            &args,
+            &["--setenv", "PI_SUBAGENT_PARENT_SESSION", "main/team"]
+        ));
     }
 
     #[test]
