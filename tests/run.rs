@@ -30,6 +30,11 @@ fn bwrap_works() -> bool {
     works
 }
 
+/// A daemon to run sandboxes against, or `None` (said why) without bwrap.
+fn daemon_with_bwrap() -> Option<Daemon> {
+    bwrap_works().then(|| Daemon::start(CONFIG, None))
+}
+
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
@@ -74,13 +79,14 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn children(daemon: &Daemon, session: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(daemon.session(session).join("children"))
-        .expect("children listed")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+/// Starts `script` in the sandbox in the background, its output piped.
+fn start_script(daemon: &Daemon, args: &[&str], script: &str) -> Running {
+    let child = permfs_run(daemon, args)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    Running(child)
 }
 
 /// A `permfs run` in the background, killed (and so its sandbox, which
@@ -103,10 +109,9 @@ fn field<'a>(output: &'a str, key: &str) -> Option<&'a str> {
 
 #[test]
 fn the_command_sees_its_session_at_permfs_and_nothing_else_of_the_mount() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     let mnt = daemon.mountpoint.display().to_string();
     let main = daemon.session("main").display().to_string();
     let script = format!(
@@ -142,15 +147,14 @@ fn the_command_sees_its_session_at_permfs_and_nothing_else_of_the_mount() {
         "the host mount path is absent or empty inside: {mount:?}"
     );
     assert_eq!(field(&out, "parent"), Some("hidden"));
-    assert!(children(&daemon, "main").is_empty(), "the session ended");
+    assert!(daemon.children("main").is_empty(), "the session ended");
 }
 
 #[test]
 fn the_cwd_is_at_its_own_path_and_writable_and_the_system_read_only() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     let output = run_script(
         &daemon,
         &[],
@@ -178,10 +182,12 @@ fn the_cwd_is_at_its_own_path_and_writable_and_the_system_read_only() {
 
 #[test]
 fn a_mount_inside_the_cwd_is_not_carried_into_the_sandbox() {
-    if !bwrap_works() || !is_root() {
+    if !is_root() {
         return;
     }
-    let daemon = Daemon::start(CONFIG, None);
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
     // The temp dir holds the mount point, as a project holds ./mount.
     let dir = daemon.dir.path().canonicalize().expect("temp dir");
     let mnt = daemon.mountpoint.canonicalize().expect("mount point");
@@ -204,24 +210,22 @@ fn a_mount_inside_the_cwd_is_not_carried_into_the_sandbox() {
 
 #[test]
 fn the_exit_status_is_the_commands_and_the_session_ends() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     let output = run_script(&daemon, &["--name", "seven"], "exit 7");
     assert_eq!(output.status.code(), Some(7), "{output:?}");
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
     let output = run_script(&daemon, &[], "kill -TERM $$");
     assert_eq!(output.status.code(), Some(128 + 15), "{output:?}");
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
 
 #[test]
 fn the_command_cannot_decide_its_own_ask() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     // Interactive: its asks wait in its own inbox, for a person outside.
     let work = work(&daemon);
     let script = r#"
@@ -232,13 +236,7 @@ fn the_command_cannot_decide_its_own_ask() {
         { echo allow > "/permfs/inbox/$ask"; } 2>decide.err && echo decide=ok || echo "decide=$(cat decide.err)"
         echo "answer=$(tr -d '\n ' < /permfs/outbox/p.response)"
     "#;
-    let child = permfs_run(&daemon, &["--name", "boxed", "--interactive"])
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = Running(child);
+    let mut running = start_script(&daemon, &["--name", "boxed", "--interactive"], script);
     eventually("the ask waits in the child's own inbox", || {
         daemon.session("main/boxed").join("inbox").is_dir() && daemon.inbox("main/boxed").len() == 1
     });
@@ -274,34 +272,27 @@ fn the_command_cannot_decide_its_own_ask() {
     let answer = field(&output_text, "answer").expect("answered");
     assert!(answer.contains(r#""approved":false"#), "{answer}");
     assert!(answer.contains("decidedoutside"), "{answer}");
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
 
 #[test]
 fn a_signal_is_forwarded_and_the_session_still_ends() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     let work = work(&daemon);
-    let child = permfs_run(&daemon, &["--name", "sig"])
-        .args([
-            "--",
-            "sh",
-            "-c",
-            "trap 'exit 3' TERM; touch started; sleep 30 & wait",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = Running(child);
+    let mut running = start_script(
+        &daemon,
+        &["--name", "sig"],
+        "trap 'exit 3' TERM; touch started; sleep 30 & wait",
+    );
     eventually("the command runs", || work.join("started").exists());
-    assert_eq!(children(&daemon, "main"), vec!["sig".to_string()]);
+    assert_eq!(daemon.children("main"), vec!["sig".to_string()]);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(running.0.id() as i32, libc::SIGTERM) };
     let status = running.0.wait().expect("permfs run exits");
     assert_eq!(status.code(), Some(3), "the command's trap ran");
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
 
 #[test]
@@ -316,7 +307,7 @@ fn a_missing_bwrap_says_how_to_install_it_and_spawns_nothing() {
     assert_eq!(output.status.code(), Some(125));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("apt-get install bubblewrap"), "{stderr}");
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
 
 #[test]
@@ -341,7 +332,7 @@ fn failures_name_what_was_wrong_and_leave_no_session() {
     let output = run_script(&daemon, &["--name", "taken"], "true");
     assert_eq!(output.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&output.stderr).contains("already exists"));
-    assert_eq!(children(&daemon, "main"), vec!["taken".to_string()]);
+    assert_eq!(daemon.children("main"), vec!["taken".to_string()]);
     // Nested: a child of main/taken, named by id.
     let output = run_script(
         &daemon,
@@ -350,15 +341,17 @@ fn failures_name_what_was_wrong_and_leave_no_session() {
     );
     let session = field(&stdout(&output), "session").unwrap_or("").to_string();
     assert!(session.contains(r#""id":"main/taken/inner""#), "{output:?}");
-    assert!(children(&daemon, "main/taken").is_empty());
+    assert!(daemon.children("main/taken").is_empty());
 }
 
 #[test]
 fn a_spawn_the_rule_refuses_is_explained() {
-    if !bwrap_works() || !is_root() {
+    if !is_root() {
         return;
     }
-    let daemon = Daemon::start(CONFIG, None);
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
     std::fs::set_permissions(daemon.dir.path(), std::fs::Permissions::from_mode(0o755))
         .expect("temp dir opened to other uids");
     std::fs::write(daemon.session("main").join("ctl"), "spawn team asker=4343")
@@ -375,15 +368,17 @@ fn a_spawn_the_rule_refuses_is_explained() {
     assert_eq!(output.status.code(), Some(125), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("EACCES, the spawn rule"), "{stderr}");
-    assert!(children(&daemon, "main/team").is_empty());
+    assert!(daemon.children("main/team").is_empty());
 }
 
 #[test]
 fn uid_runs_the_command_as_that_uid_and_binds_the_asker() {
-    if !bwrap_works() || !is_root() {
+    if !is_root() {
         return;
     }
-    let daemon = Daemon::start(CONFIG, None);
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
     let work = work(&daemon);
     for dir in [daemon.dir.path(), work.as_path()] {
         let mode = if dir == work { 0o777 } else { 0o755 };
@@ -408,16 +403,15 @@ fn uid_runs_the_command_as_that_uid_and_binds_the_asker() {
     use std::os::unix::fs::MetadataExt;
     let owned = std::fs::metadata(work.join("owned")).expect("file made inside");
     assert_eq!(owned.uid(), 65534);
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
 
 #[test]
 #[ignore = "needs the pi view from main"]
 fn pi_binds_the_view_at_the_forwarding_dir_and_names_the_parent() {
-    if !bwrap_works() {
+    let Some(daemon) = daemon_with_bwrap() else {
         return;
-    }
-    let daemon = Daemon::start(CONFIG, None);
+    };
     let agent = tempfile::tempdir().expect("pi agent dir");
     std::fs::write(agent.path().join("settings.json"), "{}").expect("a setting");
     let agent_dir: &Path = agent.path();
@@ -440,5 +434,5 @@ fn pi_binds_the_view_at_the_forwarding_dir_and_names_the_parent() {
     assert_eq!(field(&out, "view"), Some("ok"));
     assert_eq!(field(&out, "settings"), Some("{}"));
     assert_eq!(field(&out, "ro"), Some("yes"));
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
 }
