@@ -94,6 +94,9 @@ pub struct Sandbox {
     pub pi: Option<PiBinding>,
     /// The parent session's id (what a pi child names as its target).
     pub parent: String,
+    /// `$HOME`, made as an empty directory when nothing bound holds it,
+    /// so tools that write caches there work (and lose them at the end).
+    pub home: Option<PathBuf>,
     pub command: Vec<OsString>,
 }
 
@@ -162,6 +165,9 @@ fn start(args: RunArgs) -> Result<i32, String> {
         None
     };
     let line = spawn_line(&name, &args, &cwd)?;
+    // From here on a signal is noted, never fatal, so the session is
+    // always ended; one that came before the command started stops it.
+    catch_signals();
     let session = Session::spawn(&tree, &parent, &id, &line)?;
     let sandbox = Sandbox {
         session_dir: tree.dir(&id),
@@ -169,6 +175,9 @@ fn start(args: RunArgs) -> Result<i32, String> {
         cwd,
         pi,
         parent,
+        home: std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|home| home.is_absolute()),
         command: args.command,
     };
     if let Some(pi) = &sandbox.pi {
@@ -178,6 +187,12 @@ fn start(args: RunArgs) -> Result<i32, String> {
                 pi.view.display()
             ));
         }
+    }
+    let signal = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+    if signal != 0 && signal != libc::SIGWINCH {
+        return Err(format!(
+            "stopped by signal {signal} before the command started; session {id} is ended"
+        ));
     }
     let status = supervise(&bwrap, &sandbox, args.uid.filter(|_| euid == 0))?;
     let code = exit_code(status);
@@ -521,7 +536,6 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
         // the supplementary groups when root sets a uid.)
         command.uid(uid).gid(uid);
     }
-    catch_signals();
     tracing::debug!(args = ?command, "starting bwrap");
     let mut child = command
         .spawn()
@@ -655,6 +669,7 @@ mod tests {
             cwd: PathBuf::from(cwd),
             pi: None,
             parent: "main".into(),
+            home: Some(PathBuf::from("/home/u")),
             command: vec!["sh".into(), "-c".into(), "true".into()],
         }
     }
