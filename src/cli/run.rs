@@ -370,6 +370,11 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
     ] {
         push(&[word.as_ref()]);
     }
+    if let Some(home) = &sandbox.home {
+        if !SYSTEM_DIRS.iter().any(|d| home.starts_with(d)) && !home.starts_with(&sandbox.cwd) {
+            push(&["--dir".as_ref(), home.as_ref()]);
+        }
+    }
     push(&[
         "--bind".as_ref(),
         sandbox.cwd.as_ref(),
@@ -698,6 +703,7 @@ mod tests {
         ));
         assert!(has(&args, &["--setenv", "PERMFS_SESSION", "/permfs"]));
         assert!(has(&args, &["--cap-drop", "ALL"]));
+        assert!(has(&args, &["--dir", "/home/u"]));
         assert!(!args.iter().any(|a| a == "/srv/mnt"), "{args:?}");
     }
 
