@@ -197,7 +197,9 @@ fn start(args: RunArgs) -> Result<i32, String> {
     let status = supervise(&bwrap, &sandbox, args.uid.filter(|_| euid == 0))?;
     let code = exit_code(status);
     tracing::debug!(session = %session.id, code, "the command exited");
-    session.end()?;
+    session.end().map_err(|message| {
+        format!("the command exited with status {code}, but the session was left behind: {message}")
+    })?;
     Ok(code)
 }
 
@@ -560,7 +562,7 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
                 let _ = reader.join();
                 if namespace.load(Ordering::SeqCst) == 0 && status.code() == Some(1) {
                     return Err(
-                        "bwrap could not set up the sandbox (its message is above); as another uid it needs unprivileged user namespaces".into(),
+                        "bwrap could not set up the sandbox (its message is above); as another uid (--uid) it needs unprivileged user namespaces and that uid's access to the cwd and the mount".into(),
                     );
                 }
                 return Ok(status);
