@@ -436,3 +436,49 @@ fn pi_binds_the_view_at_the_forwarding_dir_and_names_the_parent() {
     assert_eq!(field(&out, "ro"), Some("yes"));
     assert!(daemon.children("main").is_empty());
 }
+
+/// `permfs hook` inside the sandbox finds its session through
+/// `$PERMFS_SESSION` (a directory there, the mount being out of sight):
+/// a rule's allow comes back, and a subagent is spawned below the session.
+#[test]
+fn the_hook_inside_asks_as_the_sandboxed_session() {
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
+    let work = work(&daemon);
+    // The binary must be inside the sandbox: the cwd is.
+    std::fs::copy(env!("CARGO_BIN_EXE_permfs"), work.join("permfs")).expect("permfs copied");
+    let event = |name: &str, tool: &str, command: &str| {
+        format!(
+            r#"{{"session_id":"s1","cwd":"{cwd}","hook_event_name":"{name}","tool_name":"{tool}","tool_input":{{"command":"{command}"}},"agent_id":"a1","agent_type":"rev"}}"#,
+            cwd = work.display()
+        )
+    };
+    let script = format!(
+        r#"
+        echo "allow=$(echo '{git}' | ./permfs hook | tr -d '\n ')"
+        echo "deny=$(echo '{rm}' | ./permfs hook --timeout-secs 1 | tr -d '\n ')"
+        echo "children=$(ls /permfs/children | tr '\n' ' ')"
+        "#,
+        git = event("PreToolUse", "Bash", "git status"),
+        rm = event("PreToolUse", "Bash", "rm -rf x"),
+    );
+    let output = run_script(&daemon, &["--name", "hooked"], &script);
+    let out = stdout(&output);
+    let allow = field(&out, "allow").unwrap_or("");
+    assert!(
+        allow.contains(r#""permissionDecision":"allow""#),
+        "{output:?}"
+    );
+    let deny = field(&out, "deny").unwrap_or("");
+    assert!(
+        deny.contains(r#""permissionDecision":"deny""#),
+        "{output:?}"
+    );
+    assert_eq!(
+        field(&out, "children"),
+        Some("a1 "),
+        "the subagent's session"
+    );
+    assert!(daemon.children("main").is_empty());
+}

@@ -135,8 +135,17 @@ fn handle(args: &HookArgs) -> Outcome {
     let fixed = std::env::var("PERMFS_SESSION")
         .ok()
         .filter(|s| !s.is_empty());
+    // In a `permfs run` sandbox $PERMFS_SESSION is the session's directory
+    // (`/permfs`), and the mount itself is not there.
+    let (tree, fixed) = match fixed {
+        Some(dir) if dir.starts_with('/') => (
+            MountClient::inside(PathBuf::from(dir)),
+            Some(".".to_string()),
+        ),
+        fixed => (MountClient::from_arg(args.mount.clone()), fixed),
+    };
     let client = Client {
-        tree: MountClient::from_arg(args.mount.clone()),
+        tree,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
     };
     match act(&client, &args.parent, fixed.as_deref(), &event) {

@@ -5,17 +5,40 @@
 //! parent's `ctl`; keeping the path rules and the messages here means a
 //! nested id (`main/team/x` is `sessions/main/children/team/children/x`)
 //! and a missing mount read the same in both.
+//!
+//! Inside a sandbox `permfs run` made, the mount is not visible, only one
+//! session directory (`$PERMFS_SESSION`, `/permfs`); [`MountClient::inside`]
+//! names sessions relative to it: `.` is that session, `./x` its child.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-/// A permfs mount, by its mount point.
+/// A permfs mount, by its mount point, or one session directory of it.
 #[derive(Debug, Clone)]
 pub struct MountClient {
+    /// The mount point (inside a sandbox: the session directory).
     pub mount: PathBuf,
+    /// Inside a sandbox: the one session directory there is (id `.`).
+    inside: Option<PathBuf>,
 }
 
 impl MountClient {
+    /// The mount at `mount`.
+    pub fn new(mount: PathBuf) -> Self {
+        Self {
+            mount,
+            inside: None,
+        }
+    }
+
+    /// A sandbox's view: only the session directory `dir`, id `.`.
+    pub fn inside(dir: PathBuf) -> Self {
+        Self {
+            mount: dir.clone(),
+            inside: Some(dir),
+        }
+    }
+
     /// The mount named by `--mount`, else `$PERMFS_MOUNT`, else `./mount`.
     pub fn from_arg(mount: Option<PathBuf>) -> Self {
         let mount = mount
@@ -25,16 +48,18 @@ impl MountClient {
                     .map(PathBuf::from)
             })
             .unwrap_or_else(|| PathBuf::from("mount"));
-        Self { mount }
+        Self::new(mount)
     }
 
-    /// A session directory by id (`main`, `main/worker`, …).
+    /// A session directory by id (`main`, `main/worker`, …; inside a
+    /// sandbox `.`, `./worker`).
     pub fn dir(&self, id: &str) -> PathBuf {
         let mut parts = id.split('/');
-        let mut path = self
-            .mount
-            .join("sessions")
-            .join(parts.next().unwrap_or("main"));
+        let first = parts.next().unwrap_or("main");
+        let mut path = match &self.inside {
+            Some(dir) if first == "." => dir.clone(),
+            _ => self.mount.join("sessions").join(first),
+        };
         for part in parts {
             path = path.join("children").join(part);
         }
@@ -48,6 +73,15 @@ impl MountClient {
 
     /// Ok when a permfs mount is there; else what to do about it.
     pub fn check_mount(&self) -> Result<(), String> {
+        if let Some(dir) = &self.inside {
+            if dir.join("session.json").exists() {
+                return Ok(());
+            }
+            return Err(format!(
+                "$PERMFS_SESSION is {}, which is not a permfs session directory (no session.json): run inside `permfs run`, or unset it",
+                dir.display()
+            ));
+        }
         let readme = self.mount.join("README");
         match std::fs::metadata(self.mount.join("sessions")) {
             Ok(meta) if meta.is_dir() && readme.exists() => Ok(()),
@@ -83,5 +117,23 @@ impl MountClient {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             Err(e) => Err(format!("cannot end session {id}: {e}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_name_directories_in_the_mount_or_in_the_one_session_inside() {
+        let mount = MountClient::new(PathBuf::from("/m"));
+        assert_eq!(mount.dir("main"), PathBuf::from("/m/sessions/main"));
+        assert_eq!(
+            mount.dir("main/a/b"),
+            PathBuf::from("/m/sessions/main/children/a/children/b")
+        );
+        let inside = MountClient::inside(PathBuf::from("/permfs"));
+        assert_eq!(inside.dir("."), PathBuf::from("/permfs"));
+        assert_eq!(inside.dir("./a"), PathBuf::from("/permfs/children/a"));
     }
 }

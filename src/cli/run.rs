@@ -140,7 +140,7 @@ fn start(args: RunArgs) -> Result<i32, String> {
         .mount
         .canonicalize()
         .map_err(|e| format!("the mount {}: {e}", tree.mount.display()))?;
-    let tree = MountClient { mount };
+    let tree = MountClient::new(mount);
     let cwd = working_dir(args.cwd.as_deref(), &tree.mount)?;
     let parent = args.parent.trim_matches('/').to_string();
     if !tree.exists(&parent) {

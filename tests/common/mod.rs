@@ -92,10 +92,7 @@ impl Daemon {
 
     /// A session directory by id (`main`, `main/worker`, …).
     pub fn session(&self, id: &str) -> PathBuf {
-        permfs::cli::mount_client::MountClient {
-            mount: self.mountpoint.clone(),
-        }
-        .dir(id)
+        permfs::cli::mount_client::MountClient::new(self.mountpoint.clone()).dir(id)
     }
 
     /// Writes a request and returns the response path.
