@@ -526,11 +526,17 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
         .args(sandbox_args(sandbox));
     command.process_group(0);
     let info_fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
-    // SAFETY: dup2 is async-signal-safe; it only places the pipe's write
-    // end at fd 3 (without close-on-exec) for bwrap's --info-fd.
+    // SAFETY: dup2 and fcntl are async-signal-safe; they only place the
+    // pipe's write end at fd 3, without close-on-exec, for --info-fd (a
+    // dup2 onto itself would keep the flag, so then it is cleared).
     unsafe {
         command.pre_exec(move || {
-            if libc::dup2(info_fd, 3) < 0 {
+            let placed = if info_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(info_fd, 3)
+            };
+            if placed < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
