@@ -234,6 +234,7 @@ fn the_command_cannot_decide_its_own_ask() {
         ask=$(cat ask-name)
         ls /permfs/inbox >/dev/null 2>list.err && echo list=ok || echo "list=$(cat list.err)"
         { echo allow > "/permfs/inbox/$ask"; } 2>decide.err && echo decide=ok || echo "decide=$(cat decide.err)"
+        touch tried
         echo "answer=$(tr -d '\n ' < /permfs/outbox/p.response)"
     "#;
     let mut running = start_script(&daemon, &["--name", "boxed", "--interactive"], script);
@@ -242,8 +243,7 @@ fn the_command_cannot_decide_its_own_ask() {
     });
     let ask = daemon.inbox("main/boxed")[0].clone();
     std::fs::write(work.join("ask-name"), &ask).expect("ask name handed in");
-    // The sandbox's decision fails; give it the time to try.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    eventually("the sandbox tried to decide", || work.join("tried").exists());
     assert_eq!(
         daemon.inbox("main/boxed"),
         vec![ask.clone()],
