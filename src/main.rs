@@ -19,6 +19,7 @@ fn main() {
         Command::Audit(command) => permfs::cli::audit::run(command),
         Command::Prompt(args) => permfs::cli::prompt::run(args),
         Command::Hook(args) => permfs::cli::hook::run(args),
+        Command::Run(args) => permfs::cli::run::run(args),
     };
     std::process::exit(code);
 }

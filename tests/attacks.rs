@@ -107,15 +107,6 @@ fn assert_ok(outcomes: &[(String, String)], label: &str) {
     );
 }
 
-fn children(daemon: &Daemon, session: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(daemon.session(session).join("children"))
-        .expect("children listed")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 fn grants(daemon: &Daemon, session: &str) -> usize {
     std::fs::read_dir(daemon.session(session).join("grants"))
         .expect("grants listed")
@@ -194,7 +185,7 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
     assert_ok(&outcomes, "read-rules");
 
     // Nothing changed: no session, the ask still pending, no grant.
-    assert!(children(&daemon, "main").is_empty());
+    assert!(daemon.children("main").is_empty());
     assert_eq!(daemon.inbox("main"), vec![ask]);
     assert!(std::fs::metadata(&pending).is_ok());
     assert_eq!(grants(&daemon, "main"), 0);
@@ -306,8 +297,8 @@ fn an_asker_uid_asks_but_cannot_raise_a_child_or_decide() {
     ] {
         assert_refused(&outcomes, label, DENIED);
     }
-    assert_eq!(children(&daemon, "main/w"), vec!["c".to_string()]);
-    assert_eq!(children(&daemon, "main"), vec!["w".to_string()]);
+    assert_eq!(daemon.children("main/w"), vec!["c".to_string()]);
+    assert_eq!(daemon.children("main"), vec!["w".to_string()]);
     eventually("w's pending ask waits at main", || {
         daemon.inbox("main").len() == 1
     });
@@ -402,7 +393,7 @@ fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
         "{outcomes:?}"
     );
     assert_eq!(grants(&daemon, "main/boxed"), 0);
-    assert_eq!(children(&daemon, "main/boxed"), vec!["ok".to_string()]);
+    assert_eq!(daemon.children("main/boxed"), vec!["ok".to_string()]);
     let session: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(daemon.session("main/boxed/ok").join("session.json"))
             .expect("session.json"),

@@ -38,12 +38,7 @@ fn ask(path: &std::path::Path, request: &str) -> serde_json::Value {
 }
 
 fn outbox(daemon: &Daemon, session: &str) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(daemon.session(session).join("outbox"))
-        .expect("outbox")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    daemon.listing(session, "outbox")
 }
 
 #[test]

@@ -315,6 +315,12 @@ fn another_uid_cannot_use_the_view_and_a_sandbox_asks_only_as_itself() {
 /// The reference package, installed once per target dir with npm, and
 /// the test's driver copied into it; `None` (with a note) without node.
 fn reference_client() -> Option<PathBuf> {
+    // Tests run as threads of one process: install once, not concurrently.
+    static INSTALLED: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(install_reference_client).clone()
+}
+
+fn install_reference_client() -> Option<PathBuf> {
     let has = |tool: &str| {
         Command::new(tool)
             .arg("--version")
@@ -486,4 +492,53 @@ fn pi_s_client_is_denied_when_permfs_times_out() {
     let line = audit_lines(&daemon).pop().expect("an audit line");
     assert_eq!(line["outcome"], "timeout");
     assert!(names(&pi(&daemon).join("sessions")).is_empty());
+}
+
+#[test]
+fn pi_s_client_in_permfs_run_asks_as_its_sandboxed_session() {
+    let Some(package) = reference_client() else {
+        return;
+    };
+    if !Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
+        return;
+    }
+    let daemon = Daemon::start(CONFIG, None);
+    let agent = tempfile::tempdir().expect("pi agent dir");
+    // The driver runs from the package (the sandbox's cwd), and finds the
+    // view where pi itself looks: under its agent dir.
+    let script = format!(
+        "node node_modules/tsx/dist/cli.mjs src/zz-permfs-forward-client.ts \
+         \"$PI_CODING_AGENT_DIR/sessions/permission-forwarding\" \"$PI_SUBAGENT_PARENT_SESSION\" \
+         boxed-pi '{}'",
+        bash_details("git status")
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .args(["run", "--mount"])
+        .arg(&daemon.mountpoint)
+        .args(["--pi", "--name", "boxed", "--cwd"])
+        .arg(&package)
+        .args(["--", "sh", "-c", &script])
+        .env("PI_CODING_AGENT_DIR", agent.path())
+        .output()
+        .expect("permfs run runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("client output {stdout:?}: {e}"));
+    assert_eq!(result["decision"]["approved"], true, "{result}");
+    assert_eq!(result["decision"]["responderSessionId"], "main/boxed");
+    let line = audit_lines(&daemon).pop().expect("an audit line");
+    assert_eq!(line["session"], "main/boxed");
+    assert_eq!(line["forwarded"]["requesterSessionId"], "boxed-pi");
+    // The session ended with the command.
+    assert!(names(&daemon.session("main").join("children")).is_empty());
 }

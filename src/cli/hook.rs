@@ -15,6 +15,7 @@
 //! reads stdout.
 
 use super::hook_event::{parse_event, session_name, Action, HookEvent};
+use super::mount_client::MountClient;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -131,20 +132,20 @@ fn handle(args: &HookArgs) -> Outcome {
         Ok(event) => event,
         Err(error) => return Outcome::Failed(format!("permfs hook: {error}")),
     };
-    let mount = args
-        .mount
-        .clone()
-        .or_else(|| {
-            std::env::var_os("PERMFS_MOUNT")
-                .filter(|m| !m.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| PathBuf::from("mount"));
     let fixed = std::env::var("PERMFS_SESSION")
         .ok()
         .filter(|s| !s.is_empty());
+    // In a `permfs run` sandbox $PERMFS_SESSION is the session's directory
+    // (`/permfs`), and the mount itself is not there.
+    let (tree, fixed) = match fixed {
+        Some(dir) if dir.starts_with('/') => (
+            MountClient::inside(PathBuf::from(dir)),
+            Some(".".to_string()),
+        ),
+        fixed => (MountClient::from_arg(args.mount.clone()), fixed),
+    };
     let client = Client {
-        mount,
+        tree,
         timeout: Duration::from_secs(args.timeout_secs.max(1)),
     };
     match act(&client, &args.parent, fixed.as_deref(), &event) {
@@ -172,7 +173,7 @@ fn act(
     fixed: Option<&str>,
     event: &HookEvent,
 ) -> Result<Outcome, String> {
-    client.check_mount()?;
+    client.tree.check_mount()?;
     let (session, managed) = agent_session(parent, fixed, event);
     match &event.action {
         Action::Nothing => Ok(Outcome::Done),
@@ -182,7 +183,7 @@ fn act(
         }
         Action::EndSession => {
             if managed {
-                client.end(&session)?;
+                client.tree.end(&session)?;
             }
             Ok(Outcome::Done)
         }
@@ -196,7 +197,9 @@ fn act(
             Ok(Outcome::Done)
         }
         Action::StopSubagent { agent_id } => {
-            client.end(&format!("{session}/{}", session_name(agent_id)))?;
+            client
+                .tree
+                .end(&format!("{session}/{}", session_name(agent_id)))?;
             Ok(Outcome::Done)
         }
         Action::Ask {
@@ -282,52 +285,23 @@ fn describe(by: &Value) -> String {
     }
 }
 
-/// The mount, as a client sees it.
+/// The mount, as the hook uses it: spawn, end and ask, with a deadline.
 struct Client {
-    mount: PathBuf,
+    tree: MountClient,
     timeout: Duration,
 }
 
 impl Client {
-    /// A session directory by id (`main`, `main/worker`, …).
-    fn dir(&self, id: &str) -> PathBuf {
-        let mut parts = id.split('/');
-        let mut path = self
-            .mount
-            .join("sessions")
-            .join(parts.next().unwrap_or("main"));
-        for part in parts {
-            path = path.join("children").join(part);
-        }
-        path
-    }
-
-    fn check_mount(&self) -> Result<(), String> {
-        let readme = self.mount.join("README");
-        match std::fs::metadata(self.mount.join("sessions")) {
-            Ok(meta) if meta.is_dir() && readme.exists() => Ok(()),
-            Ok(_) | Err(_) => Err(format!(
-                "no permfs mount at {} ({}); start `permfs mount {}` or point --mount / $PERMFS_MOUNT at the mount",
-                self.mount.display(),
-                std::fs::metadata(&self.mount)
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_else(|| "not a permfs mount".into()),
-                self.mount.display()
-            )),
-        }
-    }
-
     /// Makes sure session `id` exists, spawning it through its parent's
     /// `ctl` (with `cwd`, when given, and `agent`) when it does not.
     fn ensure(&self, id: &str, cwd: Option<&str>, agent: Option<&str>) -> Result<(), String> {
-        if self.dir(id).join("session.json").exists() {
+        if self.tree.exists(id) {
             return Ok(());
         }
         let Some((parent, name)) = id.rsplit_once('/') else {
             return Err(format!(
                 "session {id} does not exist at {}: check $PERMFS_SESSION / --parent",
-                self.mount.display()
+                self.tree.mount.display()
             ));
         };
         let mut command = format!("spawn {name}");
@@ -343,44 +317,24 @@ impl Client {
             command.push_str(&format!(" cwd={cwd}"));
         }
         command.push('\n');
-        match self.control(parent, &command) {
+        match self.tree.control(parent, &command) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
             // Hooks of one agent session run concurrently (Codex launches
             // them together): whatever a spawn that lost the race to
             // another says (a daemon before the fix said EINVAL), the
             // session is there.
-            Err(_) if self.dir(id).join("session.json").exists() => Ok(()),
+            Err(_) if self.tree.exists(id) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => Err(format!(
                 "permfs refused to spawn session {id} under {parent} (the spawn rule: an agent's session must lie inside its parent's cwd; cwd {}): start the agent inside {parent}'s cwd, or pick a --parent whose cwd contains it",
                 cwd.unwrap_or("inherited")
             )),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(format!(
                 "session {parent} does not exist at {} (check --parent / $PERMFS_SESSION)",
-                self.mount.display()
+                self.tree.mount.display()
             )),
             Err(e) => Err(format!("cannot spawn session {id} under {parent}: {e}")),
         }
-    }
-
-    /// Ends session `id` through its parent's `ctl`; one already gone is
-    /// fine.
-    fn end(&self, id: &str) -> Result<(), String> {
-        let Some((parent, name)) = id.rsplit_once('/') else {
-            return Ok(());
-        };
-        match self.control(parent, &format!("end {name}\n")) {
-            Ok(()) => Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            Err(e) => Err(format!("cannot end session {id}: {e}")),
-        }
-    }
-
-    fn control(&self, session: &str, command: &str) -> std::io::Result<()> {
-        let mut ctl = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir(session).join("ctl"))?;
-        ctl.write_all(command.as_bytes())
     }
 
     /// Asks `request` as session `id` on one descriptor, waiting at most
@@ -392,7 +346,7 @@ impl Client {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let rid = format!("hook-{}-{stamp}", std::process::id());
-        let path = self.dir(id).join("outbox").join(&rid);
+        let path = self.tree.dir(id).join("outbox").join(&rid);
         let body = request.to_string();
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

@@ -5,8 +5,10 @@ pub mod check_config;
 pub mod hook;
 pub mod hook_event;
 pub mod mount;
+pub mod mount_client;
 pub mod prompt;
 pub mod resolve;
+pub mod run;
 pub mod untrusted;
 
 use clap::{Parser, Subcommand};
@@ -39,4 +41,8 @@ pub enum Command {
     /// The command hook for Claude Code and Codex: one event on stdin,
     /// the decision on stdout (never `allow` unless permfs allowed).
     Hook(hook::HookArgs),
+    /// Run COMMAND in a bubblewrap sandbox as a new child session: it sees
+    /// the session at /permfs, its cwd at the same path, the system
+    /// read-only, nothing else of the mount; the session ends with it.
+    Run(run::RunArgs),
 }

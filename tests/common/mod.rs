@@ -92,15 +92,7 @@ impl Daemon {
 
     /// A session directory by id (`main`, `main/worker`, …).
     pub fn session(&self, id: &str) -> PathBuf {
-        let mut parts = id.split('/');
-        let mut path = self
-            .mountpoint
-            .join("sessions")
-            .join(parts.next().unwrap_or("main"));
-        for part in parts {
-            path = path.join("children").join(part);
-        }
-        path
+        permfs::cli::mount_client::MountClient::new(self.mountpoint.clone()).dir(id)
     }
 
     /// Writes a request and returns the response path.
@@ -116,8 +108,19 @@ impl Daemon {
     }
 
     pub fn inbox(&self, session: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.session(session).join("inbox"))
-            .expect("inbox listed")
+        self.listing(session, "inbox")
+    }
+
+    /// The names in a session's child sessions, sorted.
+    pub fn children(&self, session: &str) -> Vec<String> {
+        self.listing(session, "children")
+    }
+
+    /// The names in one of a session's directories (`inbox`, `outbox`,
+    /// `children`, …), sorted.
+    pub fn listing(&self, session: &str, dir: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.session(session).join(dir))
+            .unwrap_or_else(|e| panic!("{session}/{dir} listed: {e}"))
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();

@@ -1,0 +1,773 @@
+//! `permfs run`: an agent in a sandbox in one command.
+//!
+//! It spawns a child session through the parent's `ctl` (so the daemon's
+//! spawn rule decides what this caller may create), starts the command
+//! under bubblewrap with only that session's directory of the mount bound,
+//! at `/permfs`, and ends the session when the command exits.
+//!
+//! The sandbox is bubblewrap's, not ours: writing namespace code would be a
+//! second, less reviewed sandbox. What this module decides is only what is
+//! bound where ([`sandbox_args`], a pure function the tests read), and the
+//! life around it: no child session outlives `permfs run` unless it is
+//! killed with SIGKILL, and every failure names what was wrong.
+//!
+//! Why the session directory is enough: the sandbox has its own mount
+//! namespace, and the daemon treats a caller from another mount namespace
+//! as the session's asker only, never as a decider or the operator, even
+//! when it runs as the same uid or as root (`docs/security.md`). So the
+//! command can ask, read its answers and spawn children under the spawn
+//! rule, but not decide, and it sees nothing above its directory.
+
+use super::hook_event::session_name;
+use super::mount_client::MountClient;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The exit status of `permfs run`'s own failures (no mount, a refused
+/// spawn, no bwrap): 125, as `env`, `timeout` and container runners use,
+/// so it is told apart from the command's own statuses.
+pub const FAILED: i32 = 125;
+
+/// Where the session directory appears inside the sandbox.
+pub const SESSION_PATH: &str = "/permfs";
+
+/// The system directories bound read-only when they exist (a symlink, as
+/// `/bin -> usr/bin` on merged-/usr systems, is recreated as a symlink).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The permfs mount (default: $PERMFS_MOUNT, else ./mount).
+    #[arg(long)]
+    pub mount: Option<PathBuf>,
+    /// The session to spawn the child under, by id (`main`, `main/team`).
+    #[arg(long, default_value = "main")]
+    pub parent: String,
+    /// The child session's name (default: run-<pid>).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The child's agent name (its agent rules apply on top of the chain's).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The child's cwd, bound read-write at the same absolute path
+    /// (default: the current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Run the command as this uid (and gid), and bind the session's asker
+    /// to it (`asker=N`). Other than your own uid, this needs root.
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Spawn an interactive child (its asks wait in its own inbox, decided
+    /// from outside the sandbox). Needs the parent's decider or the operator.
+    #[arg(long)]
+    pub interactive: bool,
+    /// Also bind the session's pi forwarding view (`<session>/pi`) at
+    /// `<agentDir>/sessions/permission-forwarding` and set
+    /// PI_SUBAGENT_PARENT_SESSION, so an unmodified pi child asks permfs.
+    #[arg(long)]
+    pub pi: bool,
+    /// The command to run in the sandbox, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// Everything the sandbox is made of, decided before anything starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sandbox {
+    /// The child's session directory on the host (bound at `/permfs`).
+    pub session_dir: PathBuf,
+    /// The mount point, canonical: hidden when a bound directory holds it.
+    pub mount: PathBuf,
+    /// The working directory, canonical, bound read-write at its own path.
+    pub cwd: PathBuf,
+    /// With `--pi`: the pi view and the agent dir it is bound into.
+    pub pi: Option<PiBinding>,
+    /// The parent session's id (what a pi child names as its target).
+    pub parent: String,
+    /// `$HOME`, made as an empty directory when nothing bound holds it,
+    /// so tools that write caches there work (and lose them at the end).
+    pub home: Option<PathBuf>,
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PiBinding {
+    /// `<session dir>/pi` on the host.
+    pub view: PathBuf,
+    /// `$PI_CODING_AGENT_DIR`, or `~/.pi/agent`.
+    pub agent_dir: PathBuf,
+    /// The agent dir's entries on the host (bound read-only; `sessions`
+    /// excluded, it is where the view goes).
+    pub agent_entries: Vec<OsString>,
+}
+
+pub fn run(args: RunArgs) -> i32 {
+    match start(args) {
+        Ok(code) => code,
+        Err(message) => {
+            tracing::debug!(%message, "permfs run failed");
+            eprintln!("permfs run: {message}");
+            FAILED
+        }
+    }
+}
+
+/// Checks everything it can before spawning, spawns, runs, ends.
+fn start(args: RunArgs) -> Result<i32, String> {
+    let bwrap = find_bwrap()?;
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if let Some(uid) = args.uid {
+        if euid != 0 && uid != euid {
+            return Err(format!(
+                "--uid {uid} needs root (you are uid {euid}); run without --uid to run as yourself"
+            ));
+        }
+    }
+    let tree = MountClient::from_arg(args.mount.clone());
+    tree.check_mount()?;
+    let mount = tree
+        .mount
+        .canonicalize()
+        .map_err(|e| format!("the mount {}: {e}", tree.mount.display()))?;
+    let tree = MountClient::new(mount);
+    let cwd = working_dir(args.cwd.as_deref(), &tree.mount)?;
+    let parent = args.parent.trim_matches('/').to_string();
+    if !tree.exists(&parent) {
+        return Err(format!(
+            "the parent session {parent} does not exist at {} (check --parent: a session id such as main or main/team)",
+            tree.mount.display()
+        ));
+    }
+    let name = match &args.name {
+        Some(name) if session_name(name) == *name => name.clone(),
+        Some(name) => {
+            return Err(format!(
+                "--name {name:?} is not a session name: use letters, digits, '-', '_' and '.' (at most 64)"
+            ))
+        }
+        None => format!("run-{}", std::process::id()),
+    };
+    let id = format!("{parent}/{name}");
+    let pi = if args.pi {
+        Some(pi_binding(&tree.dir(&id))?)
+    } else {
+        None
+    };
+    let line = spawn_line(&name, &args, &cwd)?;
+    // From here on a signal is noted, never fatal, so the session is
+    // always ended; one that came before the command started stops it.
+    catch_signals();
+    let session = Session::spawn(&tree, &parent, &id, &line)?;
+    let sandbox = Sandbox {
+        session_dir: tree.dir(&id),
+        mount: tree.mount.clone(),
+        cwd,
+        pi,
+        parent,
+        home: std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|home| home.is_absolute()),
+        command: args.command,
+    };
+    if let Some(pi) = &sandbox.pi {
+        if !pi.view.is_dir() {
+            return Err(format!(
+                "--pi: this permfs mount has no pi view at {} (a permfs without it; update permfs)",
+                pi.view.display()
+            ));
+        }
+    }
+    let signal = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+    if signal != 0 && signal != libc::SIGWINCH {
+        return Err(format!(
+            "stopped by signal {signal} before the command started; session {id} is ended"
+        ));
+    }
+    let status = supervise(&bwrap, &sandbox, args.uid.filter(|_| euid == 0))?;
+    let code = exit_code(status);
+    tracing::debug!(session = %session.id, code, "the command exited");
+    session.end().map_err(|message| {
+        format!("the command exited with status {code}, but the session was left behind: {message}")
+    })?;
+    Ok(code)
+}
+
+/// `bwrap` on `$PATH`, or how to install it.
+fn find_bwrap() -> Result<PathBuf, String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("bwrap"))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .map(|m| m.is_file() && m.mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+        .ok_or_else(|| {
+            "bubblewrap (bwrap) is not installed or not on $PATH; install it: apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora), pacman -S bubblewrap (Arch)".to_string()
+        })
+}
+
+/// The session's cwd: canonical (the daemon stores it resolved, and the
+/// sandbox must bind the same path), a directory, outside the mount, and
+/// something `ctl` can carry (no blanks).
+fn working_dir(cwd: Option<&Path>, mount: &Path) -> Result<PathBuf, String> {
+    let given = match cwd {
+        Some(cwd) => cwd.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("the current directory is unreadable: {e}"))?,
+    };
+    let cwd = given
+        .canonicalize()
+        .map_err(|e| format!("the working directory {}: {e}", given.display()))?;
+    if !cwd.is_dir() {
+        return Err(format!(
+            "the working directory {} is not a directory",
+            cwd.display()
+        ));
+    }
+    if cwd.starts_with(mount) {
+        return Err(format!(
+            "the working directory {} is inside the permfs mount; run from a project directory",
+            cwd.display()
+        ));
+    }
+    match cwd.to_str() {
+        Some(text) if !text.chars().any(char::is_whitespace) => Ok(cwd),
+        _ => Err(format!(
+            "the working directory {} holds a blank or is not UTF-8, which ctl cannot take; use --cwd with a directory without blanks",
+            cwd.display()
+        )),
+    }
+}
+
+/// The `spawn` line for `ctl`.
+fn spawn_line(name: &str, args: &RunArgs, cwd: &Path) -> Result<String, String> {
+    let mut line = format!("spawn {name}");
+    if let Some(agent) = &args.agent {
+        if session_name(agent) != *agent {
+            return Err(format!(
+                "--agent {agent:?} is not an agent name: use letters, digits, '-', '_' and '.'"
+            ));
+        }
+        line.push_str(&format!(" agent={agent}"));
+    }
+    line.push_str(&format!(" cwd={}", cwd.display()));
+    if args.interactive {
+        line.push_str(" interactive");
+    }
+    if let Some(uid) = args.uid {
+        line.push_str(&format!(" asker={uid}"));
+    }
+    line.push('\n');
+    Ok(line)
+}
+
+/// The agent dir of pi: `$PI_CODING_AGENT_DIR` (a leading `~` is the
+/// home), else `~/.pi/agent`, as pi's `getAgentDir()`.
+fn pi_agent_dir() -> Result<PathBuf, String> {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    let expand = |text: &OsStr| -> Option<PathBuf> {
+        let bytes = text.as_bytes();
+        if bytes == b"~" || bytes.starts_with(b"~/") {
+            let home = home.as_ref()?;
+            Some(Path::new(home).join(OsStr::from_bytes(bytes.get(2..).unwrap_or_default())))
+        } else {
+            Some(PathBuf::from(text))
+        }
+    };
+    let dir = match std::env::var_os("PI_CODING_AGENT_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => expand(&dir),
+        None => home.as_ref().map(|h| Path::new(h).join(".pi/agent")),
+    };
+    match dir {
+        Some(dir) if dir.is_absolute() => Ok(dir),
+        _ => Err(
+            "--pi: cannot tell pi's agent dir: set $PI_CODING_AGENT_DIR (absolute) or $HOME".into(),
+        ),
+    }
+}
+
+fn pi_binding(session_dir: &Path) -> Result<PiBinding, String> {
+    let agent_dir = pi_agent_dir()?;
+    let mut agent_entries: Vec<OsString> = match std::fs::read_dir(&agent_dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .filter(|name| name != "sessions")
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("--pi: pi's agent dir {}: {e}", agent_dir.display())),
+    };
+    agent_entries.sort();
+    Ok(PiBinding {
+        view: session_dir.join("pi"),
+        agent_dir,
+        agent_entries,
+    })
+}
+
+/// The path pi's forwarding code uses under its agent dir
+/// (`extension-paths.ts`: `<agentDir>/sessions/permission-forwarding`).
+pub fn pi_forwarding_dir(agent_dir: &Path) -> PathBuf {
+    agent_dir.join("sessions").join("permission-forwarding")
+}
+
+/// bwrap's arguments for `sandbox`, the command last.
+///
+/// Order matters to bwrap (each operation applies on top of the ones
+/// before): the system first, then `/tmp`, then the cwd (which may lie in
+/// `/tmp`), then the mount point hidden under an empty tmpfs when a bound
+/// directory holds it (a recursive bind would otherwise carry the whole
+/// mount in), then the session at `/permfs`, then pi's agent dir.
+pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |words: &[&OsStr]| args.extend(words.iter().map(|w| w.to_os_string()));
+    for dir in SYSTEM_DIRS {
+        let path = Path::new(dir);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    push(&["--symlink".as_ref(), target.as_os_str(), path.as_os_str()]);
+                }
+            }
+            Ok(meta) if meta.is_dir() => {
+                push(&["--ro-bind".as_ref(), path.as_ref(), path.as_ref()])
+            }
+            _ => {}
+        }
+    }
+    // /etc/resolv.conf often points into /run (systemd-resolved); without
+    // its target the sandbox has no DNS.
+    if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf") {
+        if !target.starts_with("/etc") {
+            push(&["--ro-bind-try".as_ref(), target.as_ref(), target.as_ref()]);
+        }
+    }
+    for word in [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ] {
+        push(&[word.as_ref()]);
+    }
+    if let Some(home) = &sandbox.home {
+        if !SYSTEM_DIRS.iter().any(|d| home.starts_with(d)) && !home.starts_with(&sandbox.cwd) {
+            push(&["--dir".as_ref(), home.as_ref()]);
+        }
+    }
+    push(&[
+        "--bind".as_ref(),
+        sandbox.cwd.as_ref(),
+        sandbox.cwd.as_ref(),
+    ]);
+    let holds_mount = |dir: &Path| sandbox.mount.starts_with(dir);
+    if holds_mount(&sandbox.cwd) || SYSTEM_DIRS.iter().any(|d| holds_mount(Path::new(d))) {
+        push(&["--tmpfs".as_ref(), sandbox.mount.as_ref()]);
+    }
+    push(&[
+        "--bind".as_ref(),
+        sandbox.session_dir.as_ref(),
+        SESSION_PATH.as_ref(),
+    ]);
+    push(&[
+        "--setenv".as_ref(),
+        "PERMFS_SESSION".as_ref(),
+        SESSION_PATH.as_ref(),
+    ]);
+    push(&["--unsetenv".as_ref(), "PERMFS_MOUNT".as_ref()]);
+    if let Some(pi) = &sandbox.pi {
+        // The agent dir is read-only (the agent may not rewrite its own
+        // permission config), on a tmpfs so pi can still create files;
+        // its sessions are the view and a throwaway tmpfs.
+        push(&["--tmpfs".as_ref(), pi.agent_dir.as_ref()]);
+        for entry in &pi.agent_entries {
+            let path = pi.agent_dir.join(entry);
+            push(&["--ro-bind".as_ref(), path.as_ref(), path.as_ref()]);
+        }
+        let forwarding = pi_forwarding_dir(&pi.agent_dir);
+        push(&["--bind".as_ref(), pi.view.as_ref(), forwarding.as_ref()]);
+        push(&[
+            "--setenv".as_ref(),
+            "PI_SUBAGENT_PARENT_SESSION".as_ref(),
+            sandbox.parent.as_ref(),
+        ]);
+        // pi forwards only when it knows it is a subagent: this is one of
+        // the hint variables it checks (`SUBAGENT_ENV_HINT_KEYS`).
+        push(&[
+            "--setenv".as_ref(),
+            "PI_SUBAGENT_CHILD".as_ref(),
+            "1".as_ref(),
+        ]);
+    }
+    push(&["--chdir".as_ref(), sandbox.cwd.as_ref(), "--".as_ref()]);
+    args.extend(sandbox.command.iter().cloned());
+    args
+}
+
+/// The spawned child session; dropping it ends the session, so no error
+/// path (nor a panic) leaves it behind.
+struct Session<'a> {
+    tree: &'a MountClient,
+    id: String,
+    ended: bool,
+}
+
+impl<'a> Session<'a> {
+    fn spawn(tree: &'a MountClient, parent: &str, id: &str, line: &str) -> Result<Self, String> {
+        tracing::debug!(%parent, line = line.trim_end(), "spawning");
+        match tree.control(parent, line) {
+            Ok(()) => Ok(Self {
+                tree,
+                id: id.to_string(),
+                ended: false,
+            }),
+            Err(e) => Err(spawn_refusal(id, parent, line, &e)),
+        }
+    }
+
+    fn end(mut self) -> Result<(), String> {
+        self.ended = true;
+        self.tree.end(&self.id)
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            if let Err(message) = self.tree.end(&self.id) {
+                tracing::warn!(%message, "the child session could not be ended");
+                eprintln!("permfs run: {message}");
+            }
+        }
+    }
+}
+
+/// What the daemon's refusal of a spawn means, in words.
+fn spawn_refusal(id: &str, parent: &str, line: &str, error: &std::io::Error) -> String {
+    let line = line.trim_end();
+    match error.raw_os_error() {
+        Some(libc::EEXIST) => format!(
+            "a session {id} already exists: pick another --name"
+        ),
+        Some(libc::EACCES) => format!(
+            "permfs refused to spawn {id} (EACCES, the spawn rule): `{line}` on {parent}'s ctl. You may spawn only non-interactive children inside {parent}'s cwd asked as by your own uid, unless you are {parent}'s decider or the operator; the daemon's log says which part was refused"
+        ),
+        Some(libc::EINVAL) => format!(
+            "permfs refused `{line}` on {parent}'s ctl (EINVAL): a cwd that does not exist, or a name it cannot take; the daemon's log says why"
+        ),
+        Some(libc::ENOENT) => format!("the parent session {parent} is gone"),
+        _ => format!("cannot spawn {id} under {parent}: {error}"),
+    }
+}
+
+/// The last signal `permfs run` received and not yet forwarded (0: none).
+static PENDING_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_signal(signal: libc::c_int) {
+    PENDING_SIGNAL.store(signal, Ordering::SeqCst);
+}
+
+/// The signals forwarded into the sandbox (SIGWINCH too: a TUI agent in
+/// a new session no longer gets its terminal's resizes).
+const FORWARDED: &[libc::c_int] = &[
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGWINCH,
+];
+
+fn catch_signals() {
+    for &signal in FORWARDED {
+        // SAFETY: the handler only stores into an atomic, which is
+        // async-signal-safe; the sigaction struct is fully initialised.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = note_signal as *const () as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Starts bwrap, forwards signals into the sandbox until it exits, and
+/// returns its status. bwrap runs in a process group of its own, so a
+/// terminal's Ctrl-C reaches `permfs run` alone and is forwarded, rather
+/// than killing bwrap's monitor (which would SIGKILL the command).
+fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitStatus, String> {
+    let (info_read, info_write) = info_pipe()?;
+    let mut command = Command::new(bwrap);
+    command
+        .arg("--info-fd")
+        .arg("3")
+        .args(sandbox_args(sandbox));
+    command.process_group(0);
+    let info_fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
+    // SAFETY: dup2 and fcntl are async-signal-safe; they only place the
+    // pipe's write end at fd 3, without close-on-exec, for --info-fd (a
+    // dup2 onto itself would keep the flag, so then it is cleared).
+    unsafe {
+        command.pre_exec(move || {
+            let placed = if info_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(info_fd, 3)
+            };
+            if placed < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    if let Some(uid) = uid {
+        // Root dropping to the uid before bwrap: bwrap then runs
+        // unprivileged, in a user namespace of its own, and the command's
+        // files and the daemon's caller check see that uid. (std clears
+        // the supplementary groups when root sets a uid.)
+        command.uid(uid).gid(uid);
+    }
+    tracing::debug!(args = ?command, "starting bwrap");
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
+    drop(info_write);
+    let namespace = Arc::new(AtomicU64::new(0));
+    let reaper = Arc::new(AtomicI32::new(0));
+    let reader = {
+        let (namespace, reaper) = (namespace.clone(), reaper.clone());
+        std::thread::spawn(move || read_info(info_read, &namespace, &reaper))
+    };
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // The pipe closes once the sandbox is gone: whether bwrap
+                // got as far as the command is known for sure then.
+                let _ = reader.join();
+                if namespace.load(Ordering::SeqCst) == 0 && status.code() == Some(1) {
+                    return Err(
+                        "bwrap could not set up the sandbox (its message is above); as another uid (--uid) it needs unprivileged user namespaces and that uid's access to the cwd and the mount".into(),
+                    );
+                }
+                return Ok(status);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for bwrap: {e}")),
+        }
+        let signal = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+        if signal != 0 {
+            forward(
+                signal,
+                child.id(),
+                namespace.load(Ordering::SeqCst),
+                reaper.load(Ordering::SeqCst),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn info_pipe() -> Result<(std::fs::File, std::os::fd::OwnedFd), String> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!(
+            "cannot make a pipe for bwrap: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    unsafe {
+        Ok((
+            std::os::fd::FromRawFd::from_raw_fd(fds[0]),
+            std::os::fd::FromRawFd::from_raw_fd(fds[1]),
+        ))
+    }
+}
+
+/// Reads bwrap's `--info-fd` JSON: the sandbox's pid namespace and its
+/// first process (bwrap's reaper), which signals are forwarded past.
+fn read_info(mut pipe: std::fs::File, namespace: &AtomicU64, reaper: &AtomicI32) {
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 512];
+    while let Ok(n) = pipe.read(&mut chunk) {
+        if n == 0 {
+            return;
+        }
+        text.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if let Ok(info) = serde_json::from_slice::<serde_json::Value>(&text) {
+            let pid = info["child-pid"].as_i64().unwrap_or(0);
+            reaper.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+            namespace.store(
+                info["pid-namespace"].as_u64().unwrap_or(0),
+                Ordering::SeqCst,
+            );
+            return;
+        }
+    }
+}
+
+/// Sends `signal` to every process of the sandbox's pid namespace but its
+/// reaper (a namespace's first process ignores signals it has no handler
+/// for). Before the sandbox is up, bwrap itself gets it.
+fn forward(signal: i32, bwrap: u32, namespace: u64, reaper: i32) {
+    tracing::debug!(signal, namespace, "forwarding a signal into the sandbox");
+    let mut sent = 0;
+    if namespace != 0 {
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            for entry in entries.filter_map(Result::ok) {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                let in_sandbox = std::fs::metadata(entry.path().join("ns/pid"))
+                    .map(|m| m.ino() == namespace)
+                    .unwrap_or(false);
+                if in_sandbox && pid != reaper {
+                    // SAFETY: sending a signal has no memory effects.
+                    unsafe { libc::kill(pid, signal) };
+                    sent += 1;
+                }
+            }
+        }
+    }
+    if sent == 0 && signal != libc::SIGWINCH {
+        // SAFETY: as above; bwrap is our child.
+        unsafe { libc::kill(bwrap as i32, signal) };
+    }
+}
+
+/// The command's exit status as a shell reports it: its code, or 128 plus
+/// the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(FAILED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(mount: &str, cwd: &str) -> Sandbox {
+        Sandbox {
+            session_dir: PathBuf::from(mount).join("sessions/main/children/w"),
+            mount: PathBuf::from(mount),
+            cwd: PathBuf::from(cwd),
+            pi: None,
+            parent: "main".into(),
+            home: Some(PathBuf::from("/home/u")),
+            command: vec!["sh".into(), "-c".into(), "true".into()],
+        }
+    }
+
+    fn words(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn has(args: &[String], run: &[&str]) -> bool {
+        args.windows(run.len()).any(|w| w == run)
+    }
+
+    #[test]
+    fn the_session_is_bound_at_permfs_and_the_cwd_at_its_own_path() {
+        let args = words(&sandbox_args(&sandbox("/srv/mnt", "/home/u/proj")));
+        assert!(has(
+            &args,
+            &["--bind", "/srv/mnt/sessions/main/children/w", "/permfs"]
+        ));
+        assert!(has(&args, &["--bind", "/home/u/proj", "/home/u/proj"]));
+        assert!(has(
+            &args,
+            &["--chdir", "/home/u/proj", "--", "sh", "-c", "true"]
+        ));
+        assert!(has(&args, &["--setenv", "PERMFS_SESSION", "/permfs"]));
+        assert!(has(&args, &["--cap-drop", "ALL"]));
+        assert!(has(&args, &["--dir", "/home/u"]));
+        assert!(!args.iter().any(|a| a == "/srv/mnt"), "{args:?}");
+    }
+
+    #[test]
+    fn a_mount_inside_the_cwd_is_hidden_after_the_cwd_is_bound() {
+        let args = words(&sandbox_args(&sandbox(
+            "/home/u/proj/mount",
+            "/home/u/proj",
+        )));
+        let cwd = args
+            .iter()
+            .position(|a| a == "/home/u/proj")
+            .unwrap_or(usize::MAX);
+        let hidden = args
+            .windows(2)
+            .position(|w| w[0] == "--tmpfs" && w[1] == "/home/u/proj/mount")
+            .unwrap_or(0);
+        assert!(hidden > cwd, "{args:?}");
+    }
+
+    #[test]
+    fn pi_gets_the_view_at_its_forwarding_dir_and_its_parent() {
+        let mut sandbox = sandbox("/srv/mnt", "/home/u/proj");
+        sandbox.parent = "main/team".into();
+        sandbox.pi = Some(PiBinding {
+            view: sandbox.session_dir.join("pi"),
+            agent_dir: PathBuf::from("/home/u/.pi/agent"),
+            agent_entries: vec!["settings.json".into()],
+        });
+        let args = words(&sandbox_args(&sandbox));
+        assert!(has(
+            &args,
+            &[
+                "--bind",
+                "/srv/mnt/sessions/main/children/w/pi",
+                "/home/u/.pi/agent/sessions/permission-forwarding"
+            ]
+        ));
+        assert!(has(&args, &["--tmpfs", "/home/u/.pi/agent"]));
+        assert!(has(
+            &args,
+            &[
+                "--ro-bind",
+                "/home/u/.pi/agent/settings.json",
+                "/home/u/.pi/agent/settings.json"
+            ]
+        ));
+        assert!(has(
+            &args,
+            &["--setenv", "PI_SUBAGENT_PARENT_SESSION", "main/team"]
+        ));
+    }
+
+    #[test]
+    fn a_signal_death_is_128_plus_the_signal() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(exit_code(ExitStatus::from_raw(libc::SIGTERM)), 128 + 15);
+    }
+}
