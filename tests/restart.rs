@@ -184,3 +184,32 @@ fn an_ordinary_user_who_cannot_open_dev_fuse_is_told_what_to_do() {
         "names the device and the fix: {output}"
     );
 }
+
+/// `fusermount3 -u` (or `umount`) from outside ends the daemon too: it
+/// does not linger waiting for a signal with nothing to serve.
+#[test]
+fn an_unmount_from_outside_stops_the_daemon() {
+    let mut daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, None);
+    let status = Command::new("umount")
+        .arg(&daemon.mountpoint)
+        .status()
+        .expect("umount runs");
+    if !status.success() {
+        eprintln!("skipped: umount needs root here");
+        return;
+    }
+    let mut child = daemon.child.take().expect("the daemon");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let exited = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = exited.expect("the daemon stopped within 5 s of the unmount");
+    assert!(status.success(), "{status:?}");
+}

@@ -101,11 +101,25 @@ fn block_termination_signals() -> libc::sigset_t {
     }
 }
 
-fn wait_for_termination(set: &libc::sigset_t) -> i32 {
-    let mut signal = 0;
-    // SAFETY: `set` is a valid signal set blocked in every thread.
-    unsafe { libc::sigwait(set, &mut signal) };
-    signal
+/// Waits for SIGINT, SIGTERM or SIGHUP; `None` when `ended()` says the
+/// FUSE session is over first (someone ran `fusermount3 -u` or `umount`):
+/// the daemon then stops too, instead of waiting for a signal with no
+/// mount to serve.
+fn wait_for_termination(set: &libc::sigset_t, ended: impl Fn() -> bool) -> Option<i32> {
+    let tick = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 250_000_000,
+    };
+    loop {
+        // SAFETY: `set` is a valid signal set blocked in every thread.
+        let signal = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &tick) };
+        if signal > 0 {
+            return Some(signal);
+        }
+        if ended() {
+            return None;
+        }
+    }
 }
 
 /// The root sessions: the config's `roots` (`{"name": {"agent": …, "cwd":
@@ -354,7 +368,10 @@ pub fn run(options: MountOptions) -> i32 {
     // SIGHUP re-reads the global config (an edit is also picked up on its
     // own, within a quarter second); SIGINT and SIGTERM stop.
     let signal = loop {
-        let signal = wait_for_termination(&signals);
+        let Some(signal) = wait_for_termination(&signals, || session.ended()) else {
+            tracing::warn!("the mount was taken away (unmounted from outside): stopping");
+            break 0;
+        };
         if signal != libc::SIGHUP {
             break signal;
         }
@@ -392,6 +409,13 @@ enum Mounted {
 }
 
 impl Mounted {
+    /// Whether the FUSE session has stopped serving (the kernel ended it).
+    fn ended(&self) -> bool {
+        match self {
+            Self::Direct(session) | Self::Helper(session) => session.guard.is_finished(),
+        }
+    }
+
     fn mount(
         filesystem: fs::PermFs,
         mountpoint: &Path,
@@ -414,6 +438,10 @@ impl Mounted {
 
     /// Unmounts and waits for the session to end; returns the exit code.
     fn unmount(self, mountpoint: &Path) -> i32 {
+        if self.ended() {
+            // Unmounted from outside: nothing is left to take down.
+            return 0;
+        }
         let result = match self {
             Self::Direct(session) => session.umount_and_join(),
             Self::Helper(session) => {
