@@ -35,9 +35,12 @@ const STRUCTURE_TTL: Duration = Duration::from_secs(1);
 
 fn ttl(node: &Node) -> Duration {
     match node {
+        // An exchange is forgotten at close; a cached name would make the
+        // next `O_CREAT|O_EXCL` of the same name fail in the kernel.
+        Node::Exchange(..)
         // The pi view's entries come and go as asks are answered; pi
         // polls them by `stat`, which must always see the present.
-        Node::PiTarget(..)
+        | Node::PiTarget(..)
         | Node::PiFolder(..)
         | Node::PiRequest(..)
         | Node::PiResponse(..)
@@ -55,13 +58,6 @@ pub const README_TEXT: &str = include_str!("README.mount.txt");
 
 /// A directory listing: (name, kind, inode number).
 type Listing = Vec<(String, FileType, u64)>;
-
-/// A kernel name to forget: (parent directory's inode, name).
-pub type EntryInvalidation = (u64, String);
-
-/// Names waiting to be invalidated; beyond this the oldest cached names
-/// simply expire with their TTL.
-const INVALIDATIONS_QUEUED: usize = 4096;
 
 /// The text a `query` handle shows before anything was written to it.
 const QUERY_HELP: &[u8] = b"write a request here and read the verdict on the same descriptor \
@@ -134,11 +130,6 @@ pub struct PermFs {
     namespaces: Namespaces,
     /// Every session's pi-compatible forwarding view (`pi/`).
     pi: PiViews,
-    /// Kernel names to drop (an exchange's, at its close), sent by a
-    /// thread of the daemon's own: a FUSE thread that notified the kernel
-    /// could wait on a directory lock held by a request it must serve.
-    invalidations: crossbeam_channel::Sender<EntryInvalidation>,
-    invalidations_queue: Mutex<Option<crossbeam_channel::Receiver<EntryInvalidation>>>,
     /// Open pi request handles that may write: only their close asks.
     pi_writers: Mutex<std::collections::HashSet<u64>>,
     pub parked: Parked,
@@ -168,10 +159,7 @@ impl PermFs {
     pub fn new(authority: Arc<Authority>, audit_path: Option<std::path::PathBuf>) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let (invalidations, queue) = crossbeam_channel::bounded(INVALIDATIONS_QUEUED);
         Self {
-            invalidations,
-            invalidations_queue: Mutex::new(Some(queue)),
             pi: PiViews::new(Arc::clone(&authority)),
             pi_writers: Mutex::new(std::collections::HashSet::new()),
             authority,
@@ -194,12 +182,6 @@ impl PermFs {
             listings: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
         }
-    }
-
-    /// The queue of kernel names to invalidate, for the thread that sends
-    /// them once the mount exists (taken once).
-    pub fn take_invalidations(&self) -> Option<crossbeam_channel::Receiver<EntryInvalidation>> {
-        self.invalidations_queue.lock().ok()?.take()
     }
 
     fn session_exists(&self, id: &str) -> bool {
@@ -1272,17 +1254,10 @@ impl Filesystem for PermFs {
         }
         let _ = self.submit_draft(fh.0, Submit::Release);
         let draft = self.drafts.lock().ok().and_then(|mut d| d.remove(&fh.0));
-        if let Some(draft) = draft.filter(|d| d.exchange) {
+        if let Some(draft) = draft.filter(|d| d.exchange && d.submitted) {
             // Closing an exchange forgets its ask: an answered one is
             // dropped, a pending one is withdrawn (`cancelled`).
-            if draft.submitted {
-                let _ = self.authority.withdraw(&draft.session, &draft.rid);
-            }
-            // Its name was cached at create (sparing a GETATTR before the
-            // write); the kernel forgets it now, so the name can be
-            // created again. A full queue leaves it to expire (1 s).
-            let outbox = self.inodes.ino(&Node::OutboxDir(draft.session.clone()));
-            let _ = self.invalidations.try_send((outbox, draft.rid.clone()));
+            let _ = self.authority.withdraw(&draft.session, &draft.rid);
         }
         if let Ok(mut map) = self.exchange_base.lock() {
             map.remove(&fh.0);

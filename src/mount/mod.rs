@@ -9,7 +9,6 @@ pub mod parking;
 use crate::policy::layers::{PolicyLoader, PolicySources};
 use crate::session::{Authority, SpawnSpec};
 use fuser::{Config, Errno, MountOption, SessionACL};
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -280,7 +279,6 @@ pub fn run(options: MountOptions) -> i32 {
     tracing::info!(audit = %audit_path.display(), "recording decisions");
     let filesystem = fs::PermFs::new(Arc::clone(&authority), Some(audit_path));
     let parked = Arc::clone(&filesystem.parked);
-    let invalidations = filesystem.take_invalidations();
     let parked_at_exit = Arc::clone(&parked);
     let mut config = Config::default();
     config.mount_options = vec![
@@ -303,17 +301,6 @@ pub fn run(options: MountOptions) -> i32 {
         }
     };
     tracing::info!(mountpoint = %mountpoint.display(), "permfs mounted");
-    if let Some(queue) = invalidations {
-        let notifier = session.notifier();
-        let _ = std::thread::Builder::new()
-            .name("permfs-inval".into())
-            .spawn(move || {
-                // Ends when the filesystem (the sender) is dropped.
-                for (parent, name) in queue {
-                    let _ = notifier.inval_entry(fuser::INodeNo(parent), OsStr::new(&name));
-                }
-            });
-    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -422,12 +409,6 @@ enum Mounted {
 }
 
 impl Mounted {
-    fn notifier(&self) -> fuser::Notifier {
-        match self {
-            Self::Direct(session) | Self::Helper(session) => session.notifier(),
-        }
-    }
-
     /// Whether the FUSE session has stopped serving (the kernel ended it).
     fn ended(&self) -> bool {
         match self {
