@@ -160,9 +160,33 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
             ("chmod", format!("chmod 777 {m}/ctl")),
             ("revoke", format!("rm -f {m}/grants/g1")),
             ("read-rules", format!("cat {m}/rules.json")),
+            // What the kernel's mode check used to stop, now the daemon's:
+            // learning that an ask exists, `access(2)`, a path truncate.
+            ("stat-ask", format!("stat {m}/inbox/{ask}")),
+            ("stat-request", format!("stat {m}/outbox/p.request")),
+            ("access-ctl", format!("test -w {m}/ctl")),
+            ("cd-inbox", format!("cd {m}/inbox")),
+            (
+                "truncate-request",
+                format!("truncate -s 0 {m}/outbox/p.request"),
+            ),
+            ("pi-view", format!("mkdir -p {m}/pi/sessions/x/requests")),
         ]),
     );
     let outcomes = outcomes(&output);
+    for label in [
+        "stat-ask",
+        "stat-request",
+        "cd-inbox",
+        "truncate-request",
+        "pi-view",
+    ] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    assert!(
+        outcomes.iter().any(|(l, o)| l == "access-ctl" && o != "ok"),
+        "test -w ctl must say no to a stranger: {outcomes:?}"
+    );
     for label in [
         "spawn",
         "mkdir",

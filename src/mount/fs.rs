@@ -22,22 +22,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// How long the kernel may cache the name and attributes of a node whose
-/// existence only its own user ends: the tree's fixed directories and
-/// files, and an asker's request and response (removing them drops the
-/// kernel's entry at once). This spares a lookup per path component and
-/// the attribute fetches around every ask. Items that others make come and
-/// go (inbox entries, grants, judges) are never cached, so `test -e` on
-/// them is always current. Every operation re-checks that its node
+/// How long the kernel may cache the name and attributes of the tree's
+/// fixed directories and files: this spares a lookup per path component.
+/// What comes and goes (outbox names, inbox entries, grants, judges, the
+/// pi view's entries) is never cached, so `test -e` on it is always
+/// current and every lookup of it is checked by the daemon. Every operation re-checks that its node
 /// exists, so an ended session's cached name leads only to ENOENT; file
 /// contents are never cached (direct I/O).
 const STRUCTURE_TTL: Duration = Duration::from_secs(1);
 
 fn ttl(node: &Node) -> Duration {
     match node {
-        // An exchange is forgotten at close; a cached name would make the
-        // next `O_CREAT|O_EXCL` of the same name fail in the kernel.
+        // Names in an outbox are never cached: every lookup of one comes
+        // to the daemon, which checks the caller may look inside (the
+        // kernel's mode check is not used; see `check_search`). An
+        // exchange is also forgotten at close, and a cached name would
+        // make the next `O_CREAT|O_EXCL` of it fail in the kernel.
         Node::Exchange(..)
+        | Node::Request(..)
+        | Node::Response(..)
         // The pi view's entries come and go as asks are answered; pi
         // polls them by `stat`, which must always see the present.
         | Node::PiTarget(..)
@@ -258,14 +261,13 @@ impl PermFs {
         self.attr_for(node, self.inodes.ino(node))
     }
 
-    /// Who a node belongs to and its mode, so that the kernel's
-    /// `default_permissions` check enforces the bindings and `ls -l`
-    /// tells the truth. A session's asking side (outbox, ctl, query,
-    /// children) belongs to its asker uid, its deciding side (inbox,
-    /// events, grants) to its decider (the mount owner when none is
-    /// bound); the group is the mount owner's, so the owner passes the
-    /// kernel's check everywhere, and the daemon checks the exact uid
-    /// again on every call that asks, spawns or decides.
+    /// Who a node belongs to and its mode, so that `ls -l` and `access(2)`
+    /// tell the truth of the daemon's own checks. A session's asking side
+    /// (outbox, ctl, query, children, pi) belongs to its asker uid, its
+    /// deciding side (inbox, events, grants) to its decider (the mount
+    /// owner when none is bound); the group is the mount owner's. The
+    /// daemon checks the exact uid and namespace on every call that looks
+    /// inside, asks, spawns or decides.
     fn ownership(&self, node: &Node) -> (u32, u16) {
         let session = node.session();
         let (asker, decider) = session
@@ -326,6 +328,19 @@ impl PermFs {
             Ok(()) => Ok(()),
             Err(_) => self.check_open_as(self.caller(req), node),
         }
+    }
+
+    /// Looking a name up in a directory that is closed to others (its mode
+    /// has no search bit for them: an outbox, an inbox, a pi view, the
+    /// judges) takes the standing that opening it does. The kernel's mode
+    /// check is not used (see `docs/security.md`), so this is what keeps a
+    /// stranger from even learning which asks exist.
+    fn check_search(&self, req: &Request, dir: &Node) -> Result<(), Errno> {
+        let (_, mode) = self.ownership(dir);
+        if mode & 0o001 != 0 {
+            return Ok(());
+        }
+        self.check_open(req, dir)
     }
 
     fn check_open_as(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
@@ -820,11 +835,18 @@ impl PermFs {
 }
 
 impl Filesystem for PermFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);
         };
-        match self.node(parent).ok().and_then(|p| self.child(&p, name)) {
+        let parent = match self.node(parent) {
+            Ok(parent) => parent,
+            Err(e) => return reply.error(e),
+        };
+        if let Err(e) = self.check_search(req, &parent) {
+            return reply.error(e);
+        }
+        match self.child(&parent, name) {
             Some(node) => reply.entry(&ttl(&node), &self.entry_attr(&node), Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
@@ -1288,7 +1310,7 @@ impl Filesystem for PermFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -1316,6 +1338,9 @@ impl Filesystem for PermFs {
         match self.node(ino) {
             Ok(node) => {
                 if let (Node::PiRequest(s, t, name), Some(size)) = (&node, size) {
+                    if let Err(e) = self.check_open(req, &node) {
+                        return reply.error(e);
+                    }
                     self.pi.truncate(s, t, name, size);
                 }
                 reply.attr(&ttl(&node), &self.attr(&node))
@@ -1504,6 +1529,43 @@ impl Filesystem for PermFs {
                 }
             }
             Ok(_) => reply.error(Errno::EACCES),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `access(2)` and `chdir`: answered from the modes `ls -l` shows
+    /// and, for what needs a standing, the daemon's own check, so
+    /// `test -w ctl` says what a write would meet.
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let node = match self.node(ino) {
+            Ok(node) => node,
+            Err(e) => return reply.error(e),
+        };
+        if mask == fuser::AccessFlags::F_OK {
+            return reply.ok();
+        }
+        let (owner, mode) = self.ownership(&node);
+        let bits = if req.uid() == 0 {
+            // Root reads and writes anything; it executes (searches)
+            // what anyone may.
+            0o6 | u32::from(mode & 0o111 != 0)
+        } else if req.uid() == owner {
+            u32::from(mode >> 6) & 0o7
+        } else if req.gid() == self.gid {
+            u32::from(mode >> 3) & 0o7
+        } else {
+            u32::from(mode) & 0o7
+        };
+        let wanted = mask.bits() as u32 & 0o7;
+        if bits & wanted != wanted {
+            return reply.error(Errno::EACCES);
+        }
+        let needs_standing = match &node {
+            dir if dir.is_dir() => self.check_search(req, dir),
+            file => self.check_open(req, file),
+        };
+        match needs_standing {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }

@@ -284,7 +284,6 @@ pub fn run(options: MountOptions) -> i32 {
     config.mount_options = vec![
         MountOption::FSName("permfs".into()),
         MountOption::Subtype("permfs".into()),
-        MountOption::DefaultPermissions,
     ];
     if owner == 0 || options.allow_other {
         config.acl = SessionACL::All;
@@ -425,7 +424,7 @@ impl Mounted {
         if owner == 0 {
             return fuser::spawn_mount(filesystem, mountpoint, &config).map(Self::Direct);
         }
-        let mut options = vec!["fsname=permfs", "subtype=permfs", "default_permissions"];
+        let mut options = vec!["fsname=permfs", "subtype=permfs"];
         if config.acl == SessionACL::All {
             options.push("allow_other");
         }
