@@ -4,5 +4,6 @@
 pub mod access_path;
 pub mod bash;
 pub mod intent;
+pub mod memo;
 pub mod path_text;
 pub mod request;

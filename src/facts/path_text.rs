@@ -150,7 +150,12 @@ pub fn is_within(dir: &str, path: &str) -> bool {
 
 /// The canonical (symlink-resolved) form of an absolute path that may not
 /// exist: `realpath` of the longest existing ancestor, plus the missing tail.
+/// Remembered while a [`super::memo::Snapshot`] is open on this thread.
 pub fn canonicalize_lenient(absolute: &str) -> String {
+    super::memo::canonical(absolute, || canonicalize_afresh(absolute))
+}
+
+fn canonicalize_afresh(absolute: &str) -> String {
     let mut existing = PathBuf::from(absolute);
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     let missing = |e: &std::io::Error| {

@@ -71,7 +71,18 @@ impl Enumeration {
 
 /// Enumerates the commands of `source`.
 pub fn enumerate(source: &str) -> Enumeration {
-    enumerate_at(source, 0)
+    ENUMERATED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut memo) => memo.get_or(source, |text| enumerate_at(text, 0)),
+        Err(_) => enumerate_at(source, 0),
+    })
+}
+
+thread_local! {
+    /// The enumerations of recent lines (a pure function of the text): a
+    /// tool call's facts and its judgment, and an agent repeating a line,
+    /// read it once.
+    static ENUMERATED: std::cell::RefCell<crate::facts::memo::TextMemo<Enumeration>> =
+        std::cell::RefCell::new(crate::facts::memo::TextMemo::new(256, 8192));
 }
 
 fn enumerate_at(source: &str, payload_depth: usize) -> Enumeration {
