@@ -89,6 +89,14 @@ thread_local! {
     static SNAPSHOT: RefCell<Option<Views>> = const { RefCell::new(None) };
 }
 
+fn start_views() {
+    SNAPSHOT.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some(Views::default());
+        }
+    });
+}
+
 fn in_scope() -> bool {
     SNAPSHOT.with(|cell| cell.try_borrow().is_ok_and(|slot| slot.is_some()))
 }
@@ -102,11 +110,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Opens a scope (an open one on this thread is restarted).
     pub fn open() -> Self {
-        SNAPSHOT.with(|cell| {
-            if let Ok(mut slot) = cell.try_borrow_mut() {
-                *slot = Some(Views::default());
-            }
-        });
+        start_views();
         Self {
             opened: Instant::now(),
         }
@@ -116,7 +120,10 @@ impl Snapshot {
     /// or `now` is set: the next lookups ask the filesystem again.
     pub fn renew_if(&mut self, now: bool, max_age: Duration) {
         if now || self.opened.elapsed() >= max_age {
-            *self = Self::open();
+            // In place: replacing `self` would drop the old value after the
+            // new one opened, and its `Drop` would close the scope.
+            start_views();
+            self.opened = Instant::now();
         }
     }
 }
@@ -217,6 +224,9 @@ mod tests {
         assert_eq!(entry(&path), Entry::Other, "the scope's view");
         scope.renew_if(true, Duration::from_secs(1));
         assert_eq!(entry(&path), Entry::Missing, "a renewed scope looks again");
+        std::fs::write(&path, "x").expect("write");
+        assert_eq!(entry(&path), Entry::Missing, "and is still open");
+        std::fs::remove_file(&path).expect("rm");
         drop(scope);
         std::fs::write(&path, "x").expect("write");
         assert_eq!(entry(&path), Entry::Other);
