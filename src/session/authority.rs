@@ -384,19 +384,36 @@ struct Answer {
     waited_at: Option<String>,
 }
 
-fn audit_entry(answer: &Answer) -> serde_json::Value {
-    serde_json::json!({
-        "time": answer.response.responded_at,
-        "askId": answer.response.ask_id,
-        "session": answer.session,
-        "agent": answer.agent,
-        "request": answer.rid,
-        "facts": answer.response.facts,
-        "outcome": answer.response.outcome,
-        "decidedBy": answer.response.decided_by,
-        "hops": answer.response.hops,
-        "latencyMs": answer.latency_ms,
-    })
+/// An answer's audit line, borrowed: serialized straight into the line
+/// (field order is the line format).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditEntry<'a> {
+    time: u64,
+    ask_id: &'a str,
+    session: &'a str,
+    agent: Option<&'a str>,
+    request: &'a str,
+    facts: &'a [crate::facts::intent::AccessIntent],
+    outcome: Outcome,
+    decided_by: &'a DecidedBy,
+    hops: &'a [Hop],
+    latency_ms: f64,
+}
+
+fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
+    AuditEntry {
+        time: answer.response.responded_at,
+        ask_id: &answer.response.ask_id,
+        session: &answer.session,
+        agent: answer.agent.as_deref(),
+        request: &answer.rid,
+        facts: &answer.response.facts,
+        outcome: answer.response.outcome,
+        decided_by: &answer.response.decided_by,
+        hops: &answer.response.hops,
+        latency_ms: answer.latency_ms,
+    }
 }
 
 /// The audit log refused a batch of answers: they were denied instead.
@@ -498,20 +515,10 @@ impl StateGuard<'_> {
             return Ok(());
         }
         let written = match &audit {
+            // Every answer has its line, or none is delivered.
             Some(audit) => {
-                let entries: Vec<_> = answers
-                    .iter()
-                    .filter_map(|answer| match audit_entry(answer) {
-                        serde_json::Value::Object(entry) => Some(entry),
-                        _ => None,
-                    })
-                    .collect();
-                // Every answer has its line, or none is delivered.
-                if entries.len() == answers.len() {
-                    audit.append_all(entries)
-                } else {
-                    Err(std::io::Error::other("an audit entry could not be built"))
-                }
+                let entries: Vec<_> = answers.iter().map(audit_entry).collect();
+                audit.append_all(&entries)
             }
             None => Ok(()),
         };
