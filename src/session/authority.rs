@@ -800,8 +800,9 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         };
         // Facts touch the filesystem (symlinks): fix them outside the lock.
-        let requester = Requester::new(
+        let requester = Requester::with_canonical_cwd(
             &origin.cwd,
+            origin.canonical_cwd.canonical(),
             Principal {
                 session_id: origin.id.clone(),
                 agent_name: origin.agent.clone(),
@@ -1030,7 +1031,7 @@ impl Authority {
     /// answer goes back to the caller alone (the mount keeps it per open
     /// file, so nobody reads or overwrites another's dry run).
     pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
-        let (cwd, agent, principal, grants) = {
+        let (cwd, canonical_cwd, agent, principal, grants) = {
             let state = lock(&self.state);
             let s = state
                 .tree
@@ -1042,13 +1043,15 @@ impl Authority {
             };
             (
                 s.cwd.clone(),
+                Arc::clone(&s.canonical_cwd),
                 s.agent.clone(),
                 principal,
                 Arc::clone(&s.compiled_grants),
             )
         };
         let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = Requester::new(&cwd, principal).facts(&request.form);
+        let facts = Requester::with_canonical_cwd(&cwd, canonical_cwd.canonical(), principal)
+            .facts(&request.form);
         let policy = self
             .loader
             .policy(&cwd, agent.as_deref())
