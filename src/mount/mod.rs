@@ -18,14 +18,6 @@ use std::time::{Duration, Instant};
 /// their deadline.
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
-/// Every parked caller is checked for signals at least once per this many
-/// ticks (16 × 25 ms = 400 ms of ticks, plus the time the checks take), and
-/// up to [`SIGNAL_CHECKS_MIN`] callers are checked on every tick: a few
-/// blocked readers are interrupted within ~25 ms, and 10,000 cost about
-/// 25,000 `pread`s of a kept procfs descriptor a second.
-const SIGNAL_SWEEP_TICKS: usize = 16;
-const SIGNAL_CHECKS_MIN: usize = 64;
-
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
@@ -308,9 +300,7 @@ pub fn run(options: MountOptions) -> i32 {
                     // per tick (round robin), so thousands of parked
                     // readers stay cheap and each is still checked within
                     // half a second.
-                    watch.sweep(&parked, |n| {
-                        SIGNAL_CHECKS_MIN.max(n.div_ceil(SIGNAL_SWEEP_TICKS))
-                    });
+                    watch.sweep(&parked);
                 }
             })
     };
