@@ -57,6 +57,22 @@ fn is_fuse_mount(path: &Path) -> bool {
     })
 }
 
+/// The FUSE init flags permfs asks for beyond fuser's defaults, each only
+/// when the kernel offers it:
+/// - `FUSE_PARALLEL_DIROPS`: lookups and readdirs in one directory run in
+///   parallel (the kernel takes the directory's lock shared, not
+///   exclusive): every ask looks up names in its session's `outbox/`, and
+///   without it concurrent askers of one session queue on that lock. All
+///   of permfs's state is behind its own locks, so nothing relied on the
+///   kernel serializing them.
+pub(crate) fn request_init_flags(config: &mut fuser::KernelConfig) {
+    for flag in [fuser::InitFlags::FUSE_PARALLEL_DIROPS] {
+        if let Err(unsupported) = config.add_capabilities(flag) {
+            tracing::info!(?unsupported, "the kernel does not offer a FUSE init flag");
+        }
+    }
+}
+
 /// Raises the soft limit on open files to the hard one (at most 1 << 20)
 /// and says how many the signal watcher may keep open: all but 4096 of it.
 fn descriptors_to_keep() -> usize {
