@@ -416,6 +416,9 @@ fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
     }
 }
 
+/// How many answers a release writes and delivers at a time.
+const RELEASE_CHUNK: usize = 256;
+
 /// The audit log refused a batch of answers: they were denied instead.
 #[derive(Debug, Clone)]
 pub(super) struct AuditFailure {
@@ -508,13 +511,36 @@ impl StateGuard<'_> {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };
-        let mut answers = std::mem::take(&mut guard.after_unlock.answers);
+        let answers = std::mem::take(&mut guard.after_unlock.answers);
         let audit = guard.audit.clone();
         drop(guard);
+        // A grant that answers thousands of asks commits them a chunk at a
+        // time: a chunk's lines are written, then its readers woken, so the
+        // first reader need not wait for the last line, and an unrelated
+        // ask's line and lock wait for one chunk at most. "Logged before
+        // delivered" holds per chunk.
+        let mut result = Ok(());
+        let mut answers = answers.into_iter().peekable();
+        while answers.peek().is_some() {
+            let chunk: Vec<Answer> = answers.by_ref().take(RELEASE_CHUNK).collect();
+            if let Err(failure) = self.commit_chunk(audit.as_deref(), chunk) {
+                result = result.and(Err(failure));
+            }
+        }
+        result
+    }
+
+    /// Writes the lines of `answers`, then stores and delivers them (or
+    /// their `audit_unavailable` denials when the log refused them).
+    fn commit_chunk(
+        &self,
+        audit: Option<&super::audit::AuditLog>,
+        mut answers: Vec<Answer>,
+    ) -> Result<(), AuditFailure> {
         if answers.is_empty() {
             return Ok(());
         }
-        let written = match &audit {
+        let written = match audit {
             // Every answer has its line, or none is delivered.
             Some(audit) => {
                 let entries: Vec<_> = answers.iter().map(audit_entry).collect();
@@ -1468,6 +1494,8 @@ impl Authority {
                 "broaderThanSuggested": broader,
             });
             publish(&mut state, session, event);
+            drop(state);
+            self.rewalk_pending_at(&grant_at);
         }
         Ok(())
     }
@@ -1532,7 +1560,6 @@ impl Authority {
             broader_than_suggested,
         });
         recompile_grants(node);
-        self.rewalk_pending_at(state, session);
         Some(id)
     }
 
@@ -1562,37 +1589,53 @@ impl Authority {
     }
 
     /// After a grant, asks waiting at or below `session` are judged again:
-    /// the ones it covers are answered by it.
-    fn rewalk_pending_at(&self, state: &mut State, session: &str) {
-        let pending: Vec<(AskId, String)> = state
-            .pending
-            .iter()
-            .filter_map(|id| state.asks.get(id))
-            .filter_map(|a| a.pending_at.clone().map(|p| (a.id.clone(), p)))
-            .filter(|(_, at)| at == session || at.starts_with(&format!("{session}/")))
-            .collect();
-        for (ask_id, at) in pending {
-            let Some(ask) = state.asks.get(&ask_id) else {
-                continue;
-            };
-            let Some(node) = state.tree.get(session) else {
-                continue;
-            };
-            let agents = agents_for(&state.tree, &ask.origin);
-            let covered = self
-                .judge_at(node, &agents, ask)
-                .map(|j| (j.state, decided_by_for(&j)))
-                .ok();
-            if let Some((PermissionState::Allow, by)) = covered {
-                let _ = at;
-                finish(
-                    state,
-                    &ask_id,
-                    Outcome::Allow,
-                    by,
-                    None,
-                    Some(session.to_string()),
-                );
+    /// the ones it covers are answered by it. A chunk at a time, each under
+    /// the lock and committed (logged, then delivered) when the lock is
+    /// released: the first covered reader is answered after one chunk, and
+    /// other asks wait for one chunk at most. An ask decided, withdrawn or
+    /// ended meanwhile is skipped; a grant revoked meanwhile covers nothing.
+    fn rewalk_pending_at(&self, session: &str) {
+        let below = format!("{session}/");
+        let is_here = |at: &Option<String>| {
+            at.as_deref()
+                .is_some_and(|at| at == session || at.starts_with(&below))
+        };
+        let pending: Vec<AskId> = {
+            let state = lock(&self.state);
+            state
+                .pending
+                .iter()
+                .filter(|id| state.asks.get(*id).is_some_and(|a| is_here(&a.pending_at)))
+                .cloned()
+                .collect()
+        };
+        for chunk in pending.chunks(RELEASE_CHUNK) {
+            let mut state = lock(&self.state);
+            for ask_id in chunk {
+                let Some(ask) = state.asks.get(ask_id) else {
+                    continue;
+                };
+                if !is_here(&ask.pending_at) {
+                    continue;
+                }
+                let Some(node) = state.tree.get(session) else {
+                    return;
+                };
+                let agents = agents_for(&state.tree, &ask.origin);
+                let covered = self
+                    .judge_at(node, &agents, ask)
+                    .map(|j| (j.state, decided_by_for(&j)))
+                    .ok();
+                if let Some((PermissionState::Allow, by)) = covered {
+                    finish(
+                        &mut state,
+                        ask_id,
+                        Outcome::Allow,
+                        by,
+                        None,
+                        Some(session.to_string()),
+                    );
+                }
             }
         }
     }
