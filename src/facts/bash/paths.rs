@@ -25,6 +25,7 @@ use crate::facts::memo::{self, Entry, TextMemo};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::sync::LazyLock;
 use tree_sitter::Node;
 
@@ -68,8 +69,8 @@ pub struct BashPaths {
 /// `None` when the line cannot be parsed (the command gate then floors).
 pub fn bash_paths(command: &str, cwd: &str, canonical_cwd: &str, home: &str) -> Option<BashPaths> {
     let words = WORDS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut memo) => memo.get_or(command, words_of),
-        Err(_) => words_of(command),
+        Ok(mut memo) => memo.get_or(command, |text| words_of(text).map(Arc::new)),
+        Err(_) => words_of(command).map(Arc::new),
     })?;
     Some(project(&words, cwd, canonical_cwd, home))
 }
@@ -77,7 +78,7 @@ pub fn bash_paths(command: &str, cwd: &str, canonical_cwd: &str, home: &str) -> 
 thread_local! {
     /// The words of recent lines: a pure function of the text (the
     /// filesystem is met only in [`project`]).
-    static WORDS: RefCell<TextMemo<Option<Vec<Word>>>> = RefCell::new(TextMemo::new(256, 8192));
+    static WORDS: RefCell<TextMemo<Option<Arc<Vec<Word>>>>> = RefCell::new(TextMemo::new(256, 8192));
 }
 
 fn words_of(command: &str) -> Option<Vec<Word>> {
