@@ -8,6 +8,7 @@
 # 3 throughput.py  asks/s with 1, 4 and 16 asker processes vs plain reads
 # 4 capacity.py    10,000 blocked askers released by one `allow session`
 # 5 depth.py       ask from depth 64 vs depth 1, answered by a grant at main
+# 10 resolve.py    `permfs resolve` lines/s on a 100k-line mixed file vs the same file through cat
 # 6 ../bench-rules.sh  the engine's rule-scaling criterion bench
 #
 # Builds once (CARGO_BUILD_JOBS defaults to 1) and runs a private copy of
@@ -30,7 +31,7 @@ export PERMFS_BIN_COMMIT
 echo "permfs $PERMFS_BIN_COMMIT"
 
 failed=()
-for name in roundtrip wakeup throughput capacity depth; do
+for name in roundtrip wakeup throughput capacity depth resolve; do
     echo
     echo "=== $name ==="
     if ! python3 "scripts/bench/$name.py" "$@" 2>&1 | tee "target/bench/$name.log"; then
@@ -49,7 +50,7 @@ fi
 echo
 echo "=== summary ==="
 grep -h '^machine:' target/bench/roundtrip.log 2>/dev/null | head -1
-for name in roundtrip wakeup throughput capacity depth; do
+for name in roundtrip wakeup throughput capacity depth resolve; do
     grep -h '^summary:' "target/bench/$name.log" 2>/dev/null || echo "summary: $name: FAILED (see target/bench/$name.log)"
 done
 echo "summary: rules: $(grep -h '^ratio 10000/10:' target/bench/rules.log 2>/dev/null || echo FAILED)"

@@ -192,7 +192,7 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
         "command": command,
         "threads0": threads0, "rss0": rss0, "threads1": threads1, "rss1": rss1,
         "submitted": submitted, "all_blocked": all_blocked, "ls_inbox": ls_inbox, "idle_cpu": idle_cpu,
-        "write": t_written - t_write, "first": min(wake), "median": b.pct(wake, 50),
+        "write": t_written - t_write, "first": min(wake), "second": sorted(wake)[1] if len(wake) > 1 else float("nan"), "median": b.pct(wake, 50),
         "p99": b.pct(wake, 99), "last": max(wake), "machine_busy": machine_busy,
         "probe_before": b.pct(before, 50) if before else float("nan"),
         "probe_worst": max(during) if during else float("nan"),
@@ -239,7 +239,8 @@ def main() -> int:
             )
             print(
                 f"  one 'allow session' ({f['grants'][-1] if f['grants'] else '?'}; inbox left {f['left']}): "
-                f"decider's write() {b.ms(f['write'])}; readers returned first {b.ms(f['first'])}, "
+                f"decider's write() {b.ms(f['write'])}; readers returned first {b.ms(f['first'])} "
+                f"(the decided ask; the first the grant released: {b.ms(f['second'])}), "
                 f"median {b.ms(f['median'])}, p99 {b.ms(f['p99'])}, last {b.ms(f['last'])} "
                 f"(machine {f['machine_busy']:.0f}% busy meanwhile)"
             )
@@ -257,7 +258,7 @@ def main() -> int:
     rss_ok = first["rss1"] < RSS_GOAL_MIB
     print(f"daemon at the end: {threads_end} threads, VmRSS {rss_end:.1f} MiB")
     print(
-        f"medians over {len(rounds)} rounds: decider's write() {b.ms(med('write'))}, last reader {b.ms(med('last'))}, "
+        f"medians over {len(rounds)} rounds: decider's write() {b.ms(med('write'))}, first released by the grant {b.ms(med('second'))}, last reader {b.ms(med('last'))}, "
         f"median reader {b.ms(med('median'))}, other ask during the release {b.ms(med('probe_worst'))}"
     )
     print(

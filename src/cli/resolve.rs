@@ -1,14 +1,20 @@
 //! `permfs resolve`: the engine without a mount, for testing a config and
 //! for conformance checks against the reference.
 
-use crate::engine::judge;
-use crate::facts::intent::{is_path_surface, Principal};
-use crate::facts::request::{AskForm, Request, Requester};
-use crate::policy::layers::{PolicyLoader, PolicySources};
+use crate::engine::judge::{judge, Judgment, SurfaceCheck};
+use crate::facts::intent::{is_path_surface, AccessIntent, Principal};
+use crate::facts::memo::Snapshot;
+use crate::facts::request::{AskForm, FactSet, Request, Requester};
+use crate::policy::layers::{Policy, PolicyLoader, PolicySources};
+use crate::policy::state::{Origin, PermissionState};
 use clap::Args;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
@@ -53,11 +59,17 @@ pub fn run(args: ResolveArgs) -> i32 {
         .as_ref()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_else(|| ".".into());
-    // Answers are buffered and flushed whenever the input has nothing more
-    // buffered (the next read may block): a pipeline of many lines costs one
-    // write per batch, and a line typed by hand is still answered at once.
-    let mut input = std::io::BufReader::new(std::io::stdin().lock());
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // Answers are buffered and flushed whenever the next read of the input
+    // would block: a file or pipeline of many lines costs one write per
+    // 64 KiB, and a line typed by hand is still answered at once.
+    let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut requesters = Requesters::new(&cwd);
+    // A batch of lines is judged against one view of the filesystem (the
+    // canonical form of a path asked twice is looked up once); the view is
+    // renewed when the input runs dry and at least every second, so a line
+    // typed by hand, or a long stream, sees symlinks as they are now.
+    let mut snapshot = Snapshot::open();
     let mut failed = false;
     let mut line = String::new();
     let mut number = 0usize;
@@ -73,18 +85,23 @@ pub fn run(args: ResolveArgs) -> i32 {
         }
         let text = line.trim_end_matches(['\n', '\r']);
         if !text.trim().is_empty() {
-            let answer =
-                resolve_line(&loader, &cwd, args.agent.as_deref(), text).unwrap_or_else(|error| {
+            let written = match resolve_line(&loader, &mut requesters, args.agent.as_deref(), text)
+            {
+                Ok(answer) => serde_json::to_writer(&mut out, &answer.view()),
+                Err(error) => {
                     failed = true;
-                    json!({"line": number, "error": error})
-                });
-            if writeln!(out, "{answer}").is_err() {
+                    serde_json::to_writer(&mut out, &json!({"line": number, "error": error}))
+                }
+            };
+            if written.is_err() || out.write_all(b"\n").is_err() {
                 return 1;
             }
         }
-        if input.buffer().is_empty() && out.flush().is_err() {
+        let waiting = input.buffer().is_empty() && stdin_would_block();
+        if waiting && out.flush().is_err() {
             return 1;
         }
+        snapshot.renew_if(waiting, SNAPSHOT_MAX_AGE);
     }
     if out.flush().is_err() {
         return 1;
@@ -92,51 +109,132 @@ pub fn run(args: ResolveArgs) -> i32 {
     i32::from(failed)
 }
 
+/// How long one view of the filesystem serves a stream of lines.
+const SNAPSHOT_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// Whether reading stdin now would block (nothing to read and no end of
+/// file yet). An error counts as "would block": the answers are flushed
+/// and the filesystem looked at afresh, the safe side of both.
+fn stdin_would_block() -> bool {
+    let mut fds = [libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: one valid pollfd, length 1, no timeout.
+    let ready = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    ready <= 0
+}
+
+/// One requester per agent named (the cwd and its canonical form are
+/// looked up once per run, not once per line).
+struct Requesters {
+    cwd: String,
+    by_agent: HashMap<Option<String>, Requester>,
+}
+
+impl Requesters {
+    fn new(cwd: &str) -> Self {
+        Self {
+            cwd: cwd.to_string(),
+            by_agent: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, agent: Option<&str>) -> &Requester {
+        let cwd = &self.cwd;
+        self.by_agent
+            .entry(agent.map(str::to_string))
+            .or_insert_with(|| {
+                Requester::new(
+                    cwd,
+                    Principal {
+                        session_id: "resolve".into(),
+                        agent_name: agent.map(str::to_string),
+                    },
+                )
+            })
+    }
+}
+
+/// One line's judgment, kept until it is written.
+struct Resolved {
+    form: AskForm,
+    facts: FactSet,
+    judgment: Judgment,
+    policy: Arc<Policy>,
+}
+
+/// The answer line, written straight from the judgment (no JSON tree).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AnswerView<'a> {
+    state: PermissionState,
+    matched_pattern: Option<&'a str>,
+    origin: Option<Origin>,
+    surface: Option<&'a str>,
+    command: Option<&'a str>,
+    word: Option<&'a str>,
+    reason: Option<&'a str>,
+    match_values: Option<&'a [String]>,
+    facts: &'a [AccessIntent],
+    checks: &'a [SurfaceCheck],
+    unjudgeable: Option<&'a str>,
+    issues: &'a [String],
+}
+
+impl Resolved {
+    fn view(&self) -> AnswerView<'_> {
+        let decided = self.judgment.deciding_check();
+        let match_values = match &self.form {
+            // No path was given, so there is no alias set to show (the
+            // reference's `matchValues` is null too).
+            AskForm::SurfaceOnly { .. } => None,
+            AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => self
+                .facts
+                .intents
+                .first()
+                .map(|i| i.match_values.as_slice()),
+            _ => decided
+                .filter(|c| is_path_surface(&c.surface))
+                .map(|c| c.match_values.as_slice()),
+        };
+        AnswerView {
+            state: self.judgment.state,
+            matched_pattern: decided.and_then(|c| c.matched_pattern.as_deref()),
+            origin: decided.map(|c| c.origin),
+            surface: decided.map(|c| c.surface.as_str()),
+            command: decided.and_then(|c| c.command.as_deref()),
+            word: decided.and_then(|c| c.word.as_deref()),
+            reason: self.judgment.reason(),
+            match_values,
+            facts: &self.facts.intents,
+            checks: &self.judgment.checks,
+            unjudgeable: self.judgment.unjudgeable.as_deref(),
+            issues: &self.policy.issues,
+        }
+    }
+}
+
 fn resolve_line(
     loader: &PolicyLoader,
-    cwd: &str,
+    requesters: &mut Requesters,
     default_agent: Option<&str>,
     line: &str,
-) -> Result<Value, String> {
+) -> Result<Resolved, String> {
     let request = Request::parse(line).map_err(|e| e.to_string())?;
     let agent = request.agent.as_deref().or(default_agent);
-    let requester = Requester::new(
-        cwd,
-        Principal {
-            session_id: "resolve".into(),
-            agent_name: agent.map(str::to_string),
-        },
-    );
+    let requester = requesters.get(agent);
     let policy = loader
         .policy(&requester.cwd, agent)
         .map_err(|e| format!("policy cannot be compiled: {e}"))?;
     let facts = requester.facts(&request.form);
     let judgment =
         judge(&[&policy.rules], &facts).map_err(|e| format!("rules cannot be evaluated: {e}"))?;
-    let decided = judgment.deciding_check();
-    let path_values = match &request.form {
-        // No path was given, so there is no alias set to show (the
-        // reference's `matchValues` is null too).
-        AskForm::SurfaceOnly { .. } => None,
-        AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => {
-            facts.intents.first().map(|i| json!(i.match_values))
-        }
-        _ => decided
-            .filter(|c| is_path_surface(&c.surface))
-            .map(|c| json!(c.match_values)),
-    };
-    Ok(json!({
-        "state": judgment.state,
-        "matchedPattern": decided.and_then(|c| c.matched_pattern.clone()),
-        "origin": decided.map(|c| c.origin),
-        "surface": decided.map(|c| c.surface.clone()),
-        "command": decided.and_then(|c| c.command.clone()),
-        "word": decided.and_then(|c| c.word.clone()),
-        "reason": judgment.reason(),
-        "matchValues": path_values,
-        "facts": facts.intents,
-        "checks": judgment.checks,
-        "unjudgeable": judgment.unjudgeable,
-        "issues": policy.issues,
-    }))
+    Ok(Resolved {
+        form: request.form,
+        facts,
+        judgment,
+        policy,
+    })
 }

@@ -9,7 +9,7 @@
 //! directions (a tie goes to `_read`).
 
 use crate::facts::bash::{
-    enumerate, is_trivially_empty, strip_leading_comments, UnitRole, UNPARSEABLE_COMMAND,
+    enumerate_shared, is_trivially_empty, strip_leading_comments, UnitRole, UNPARSEABLE_COMMAND,
     UNPARSED_SUBTREE,
 };
 use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
@@ -262,7 +262,7 @@ fn check_bash(
         check.command = Some(text.to_string());
         Ok(check)
     };
-    let enumeration = enumerate(&command);
+    let enumeration = enumerate_shared(&command);
     if enumeration.has_no_command() {
         let mut check = evaluate(&command)?;
         if is_trivially_empty(&command) || check.state == PermissionState::Deny {

@@ -6,7 +6,9 @@
 //! form, in that order, without duplicates. The canonical form is also the
 //! boundary value that decides whether the path is outside the working tree.
 
-use super::path_text::{canonicalize_lenient, expand_home, is_within, relative, resolve};
+use super::path_text::{
+    absolute_cwd, canonicalize_lenient, expand_home, is_within, relative, resolve,
+};
 
 /// Paths that are never "outside the working tree", whatever the cwd.
 pub const SAFE_SYSTEM_PATHS: [&str; 4] = ["/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"];
@@ -146,6 +148,58 @@ pub fn canonical_cwd(cwd: &str) -> String {
     canonicalize_lenient(&resolve(cwd, cwd))
 }
 
+/// A session's canonical cwd, looked up once and then only checked: the
+/// hot ask path does no `readlink` while nothing changed.
+///
+/// The check is one `stat` of the canonical path (and one of the cwd as
+/// written, when that differs): both must still be the directory (device
+/// and inode) the canonical form was computed for. A renamed or replaced
+/// directory, or a symlink on the way retargeted, fails it and the form is
+/// computed afresh. (What it cannot see: the same directory reached at a
+/// second canonical path, through a bind mount made meanwhile.) A cwd that
+/// does not exist is looked up every time, as before.
+#[derive(Debug)]
+pub struct CwdCache {
+    cwd: String,
+    known: std::sync::Mutex<Option<(String, (u64, u64))>>,
+}
+
+fn directory_id(path: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+impl CwdCache {
+    /// Nothing is looked up until first asked.
+    pub fn new(cwd: &str) -> Self {
+        Self {
+            cwd: absolute_cwd(cwd),
+            known: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The canonical cwd, as [`canonical_cwd`] gives it now.
+    pub fn canonical(&self) -> String {
+        let known = self.known.lock().map(|k| k.clone()).unwrap_or(None);
+        if let Some((canonical, id)) = known {
+            let still = directory_id(&canonical) == Some(id)
+                && (canonical == self.cwd || directory_id(&self.cwd) == Some(id));
+            if still {
+                return canonical;
+            }
+        }
+        let canonical = canonical_cwd(&self.cwd);
+        let fresh = directory_id(&canonical).map(|id| (canonical.clone(), id));
+        if let Ok(mut slot) = self.known.lock() {
+            *slot = fresh;
+        }
+        canonical
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +247,31 @@ mod tests {
         assert!(path.is_outside(&canonical_cwd(&cwd)));
         let inside = AccessPath::for_path("plain.txt", &cwd, "/h");
         assert!(!inside.is_outside(&canonical_cwd(&cwd)));
+    }
+
+    #[test]
+    fn a_cached_cwd_follows_a_retargeted_symlink() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (a, b) = (root.join("a"), root.join("b"));
+        std::fs::create_dir(&a).expect("mkdir");
+        std::fs::create_dir(&b).expect("mkdir");
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&a, &link).expect("symlink");
+        let cache = CwdCache::new(&link.to_string_lossy());
+        assert_eq!(cache.canonical(), a.to_string_lossy());
+        assert_eq!(cache.canonical(), a.to_string_lossy());
+        std::fs::remove_file(&link).expect("rm");
+        std::os::unix::fs::symlink(&b, &link).expect("symlink");
+        assert_eq!(cache.canonical(), b.to_string_lossy());
+        // The directory itself renamed: its old canonical path is gone.
+        let c = root.join("c");
+        std::fs::rename(&b, &c).expect("rename");
+        std::fs::remove_file(&link).expect("rm");
+        std::os::unix::fs::symlink(&c, &link).expect("symlink");
+        assert_eq!(cache.canonical(), c.to_string_lossy());
+        let missing = CwdCache::new("/nonexistent-w/x");
+        assert_eq!(missing.canonical(), "/nonexistent-w/x");
     }
 
     #[test]

@@ -5,5 +5,6 @@ pub mod access_path;
 pub mod bash;
 pub mod forwarded;
 pub mod intent;
+pub mod memo;
 pub mod path_text;
 pub mod request;

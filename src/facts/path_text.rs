@@ -148,9 +148,28 @@ pub fn is_within(dir: &str, path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// A cwd made absolute and normalized: a relative one is taken against
+/// the process's cwd (sessions' cwds are absolute, so the mount never
+/// asks the kernel for it).
+pub fn absolute_cwd(cwd: &str) -> String {
+    if cwd.starts_with('/') {
+        resolve(cwd, cwd)
+    } else {
+        let base = std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "/".into());
+        resolve(&base, cwd)
+    }
+}
+
 /// The canonical (symlink-resolved) form of an absolute path that may not
 /// exist: `realpath` of the longest existing ancestor, plus the missing tail.
+/// Remembered while a [`super::memo::Snapshot`] is open on this thread.
 pub fn canonicalize_lenient(absolute: &str) -> String {
+    super::memo::canonical(absolute, || canonicalize_afresh(absolute))
+}
+
+fn canonicalize_afresh(absolute: &str) -> String {
     let mut existing = PathBuf::from(absolute);
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     let missing = |e: &std::io::Error| {

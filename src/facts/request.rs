@@ -8,7 +8,7 @@
 use super::access_path::{canonical_cwd, AccessPath};
 use super::bash::bash_paths;
 use super::intent::{is_path_surface, AccessIntent, Principal};
-use super::path_text::{home_dir, resolve};
+use super::path_text::{absolute_cwd, home_dir};
 use serde_json::Value;
 
 /// How the asker described the action.
@@ -281,17 +281,16 @@ impl Requester {
     /// A relative `cwd` is resolved against the process cwd (sessions'
     /// cwds are absolute, so the mount never asks the kernel for it).
     pub fn new(cwd: &str, principal: Principal) -> Self {
-        let cwd = if cwd.starts_with('/') {
-            resolve(cwd, cwd)
-        } else {
-            let base = std::env::current_dir()
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| "/".into());
-            resolve(&base, cwd)
-        };
+        let cwd = absolute_cwd(cwd);
+        Self::with_canonical_cwd(&cwd, canonical_cwd(&cwd), principal)
+    }
+
+    /// A requester whose canonical cwd is already known (a session's
+    /// [`crate::facts::access_path::CwdCache`]).
+    pub fn with_canonical_cwd(cwd: &str, canonical_cwd: String, principal: Principal) -> Self {
         Self {
-            canonical_cwd: canonical_cwd(&cwd),
-            cwd,
+            canonical_cwd,
+            cwd: absolute_cwd(cwd),
             home: home_dir(),
             principal,
         }

@@ -835,6 +835,11 @@ impl PermFs {
 }
 
 impl Filesystem for PermFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        super::request_init_flags(config);
+        Ok(())
+    }
+
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let Some(name) = name.to_str() else {
             return reply.error(Errno::ENOENT);

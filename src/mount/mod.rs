@@ -18,14 +18,6 @@ use std::time::{Duration, Instant};
 /// their deadline.
 const WATCH_INTERVAL: Duration = Duration::from_millis(25);
 
-/// Every parked caller is checked for signals at least once per this many
-/// ticks (12 × 25 ms = 300 ms of ticks, plus the time the checks take), and
-/// up to [`SIGNAL_CHECKS_MIN`] callers are checked on every tick: a few
-/// blocked readers are interrupted within ~25 ms, and 10,000 cost about
-/// 33,000 small procfs reads a second rather than 400,000.
-const SIGNAL_SWEEP_TICKS: usize = 12;
-const SIGNAL_CHECKS_MIN: usize = 64;
-
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,
@@ -65,27 +57,48 @@ fn is_fuse_mount(path: &Path) -> bool {
     })
 }
 
-/// True when the signal masks in `/proc/<pid>/status` show a pending signal
-/// the thread neither blocks nor ignores: its blocked read must end with
-/// `EINTR` (fuser answers the kernel's interrupts with ENOSYS, so nothing
-/// else would wake it).
-pub fn has_pending_signal(pid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        // The caller is gone: release its reply.
-        return true;
+/// The FUSE init flags permfs asks for beyond fuser's defaults, each only
+/// when the kernel offers it:
+/// - `FUSE_PARALLEL_DIROPS`: lookups and readdirs in one directory run in
+///   parallel (the kernel takes the directory's lock shared, not
+///   exclusive): every ask looks up names in its session's `outbox/`, and
+///   without it concurrent askers of one session queue on that lock. All
+///   of permfs's state is behind its own locks, so nothing relied on the
+///   kernel serializing them.
+pub(crate) fn request_init_flags(config: &mut fuser::KernelConfig) {
+    for flag in [fuser::InitFlags::FUSE_PARALLEL_DIROPS] {
+        if let Err(unsupported) = config.add_capabilities(flag) {
+            tracing::info!(?unsupported, "the kernel does not offer a FUSE init flag");
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one (at most 1 << 20)
+/// and says how many the signal watcher may keep open: all but 4096 of it.
+fn descriptors_to_keep() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-            .unwrap_or(0)
-    };
-    let pending = field("SigPnd:") | field("ShdPnd:");
-    let blocked = field("SigBlk:");
-    let ignored = field("SigIgn:");
-    let kill = 1u64 << (libc::SIGKILL - 1);
-    pending & kill != 0 || pending & !blocked & !ignored != 0
+    // SAFETY: getrlimit/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        let wanted = limit.rlim_max.min(1 << 20);
+        if limit.rlim_cur < wanted {
+            let raised = libc::rlimit {
+                rlim_cur: wanted,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit.rlim_cur = wanted;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur)
+        .unwrap_or(0)
+        .saturating_sub(4096)
 }
 
 fn block_termination_signals() -> libc::sigset_t {
@@ -308,48 +321,15 @@ pub fn run(options: MountOptions) -> i32 {
         std::thread::Builder::new()
             .name("permfs-watch".into())
             .spawn(move || {
-                let mut resume_after = 0u64;
+                let mut watch = parking::SignalWatch::new(descriptors_to_keep());
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(WATCH_INTERVAL);
                     authority.expire(Instant::now());
-                    // Snapshot the parked callers, then read /proc without
-                    // holding the lock, a bounded slice per tick (round
-                    // robin), so thousands of parked readers stay cheap
-                    // and each is still checked well within half a second.
-                    let mut callers: Vec<(u64, u32)> = parked
-                        .lock()
-                        .map(|map| map.iter().map(|(id, (_, pid, _))| (*id, *pid)).collect())
-                        .unwrap_or_default();
-                    callers.sort_unstable();
-                    let start = callers.partition_point(|(id, _)| *id <= resume_after);
-                    let batch: Vec<(u64, u32)> = callers[start..]
-                        .iter()
-                        .chain(&callers[..start])
-                        .take(SIGNAL_CHECKS_MIN.max(callers.len().div_ceil(SIGNAL_SWEEP_TICKS)))
-                        .copied()
-                        .collect();
-                    resume_after = if batch.len() < callers.len() {
-                        batch.last().map(|(id, _)| *id).unwrap_or(0)
-                    } else {
-                        0
-                    };
-                    let signalled: Vec<u64> = batch
-                        .into_iter()
-                        .filter(|(_, pid)| has_pending_signal(*pid))
-                        .map(|(id, _)| id)
-                        .collect();
-                    let interrupted: Vec<parking::ReplySlot> = match parked.lock() {
-                        Ok(mut map) => signalled
-                            .into_iter()
-                            .filter_map(|id| map.remove(&id).map(|(_, _, slot)| slot))
-                            .collect(),
-                        Err(_) => Vec::new(),
-                    };
-                    for slot in interrupted {
-                        if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                            reply.error(Errno::EINTR);
-                        }
-                    }
+                    // Read /proc without holding the lock, a bounded slice
+                    // per tick (round robin), so thousands of parked
+                    // readers stay cheap and each is still checked within
+                    // half a second.
+                    watch.sweep(&parked);
                 }
             })
     };

@@ -7,8 +7,11 @@
 
 use fuser::{Errno, ReplyData};
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// A parked reader's reply, taken at most once.
 pub type ReplySlot = Arc<Mutex<Option<ReplyData>>>;
@@ -26,6 +29,10 @@ pub struct ParkedRead {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Bumped whenever a read is parked or leaves a registry: the watcher
+/// rebuilds its view of the parked readers only after a change.
+static CHANGES: AtomicU64 = AtomicU64::new(0);
+
 impl ParkedRead {
     /// Parks `reply` and lists it for the interrupt watcher.
     pub fn park(registry: &Parked, waiting_for: String, pid: u32, reply: ReplyData) -> Self {
@@ -34,6 +41,7 @@ impl ParkedRead {
         if let Ok(mut map) = registry.lock() {
             map.insert(id, (waiting_for, pid, Arc::clone(&slot)));
         }
+        CHANGES.fetch_add(1, Ordering::Relaxed);
         Self {
             id,
             slot,
@@ -45,6 +53,7 @@ impl ParkedRead {
         if let Ok(mut map) = self.registry.lock() {
             map.remove(&self.id);
         }
+        CHANGES.fetch_add(1, Ordering::Relaxed);
         self.slot.lock().ok().and_then(|mut slot| slot.take())
     }
 
@@ -73,9 +82,348 @@ pub fn release_all(registry: &Parked, error: Errno) {
         .lock()
         .map(|mut map| map.drain().map(|(_, (_, _, slot))| slot).collect())
         .unwrap_or_default();
+    CHANGES.fetch_add(1, Ordering::Relaxed);
     for slot in slots {
         if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
             reply.error(error);
         }
+    }
+}
+
+/// The signal watcher's memory: where the slow sweep stands, what it
+/// knows of each parked reader, and kept `/proc/.../status` descriptors.
+///
+/// Two tiers. Every tick, one status read per *process* with parked
+/// readers (its main thread's: `ShdPnd`, what `kill`, Ctrl-C and a fatal
+/// signal's `SIGKILL` show); when it shows a signal the process does not
+/// ignore, every parked reader of that process is checked at once. A
+/// signal sent to one thread (`tgkill`) is seen by the slower per-reader
+/// sweep. A check is one `pread` of a kept descriptor (the kernel renders
+/// the file afresh on every read from offset 0), not `open`, `statx`, two
+/// `read`s and `close`; a kept descriptor also names the thread it was
+/// opened for, so a recycled thread id cannot be mistaken for it.
+pub struct SignalWatch {
+    /// The parked readers (id, thread id) in id order, as of `seen`.
+    callers: Vec<(u64, u32)>,
+    live_processes: Vec<u32>,
+    seen: Option<u64>,
+    readers: HashMap<u64, Reader>,
+    /// By process id: its main thread's status descriptor, and the pending
+    /// signals seen there last tick (only new ones send the watcher to
+    /// its readers, so a signal every thread blocks costs nothing more).
+    processes: HashMap<u32, (Option<File>, u64)>,
+    resume_after: u64,
+    /// How many descriptors may be kept (the rest are opened per check).
+    max_held: usize,
+    kept: usize,
+    /// What one check costs (moving average, wall-clock ns).
+    read_ns: f64,
+}
+
+/// Every tick checks at least this many parked readers one by one.
+const CHECKS_MIN: usize = 64;
+/// A full sweep of the parked readers takes at least this many ticks
+/// (cheap checks: 12 × 25 ms), and at most this many (expensive checks,
+/// a busy machine: 60 × 25 ms = 1.5 s).
+const SWEEP_TICKS_FEWEST: usize = 12;
+const SWEEP_TICKS_MOST: usize = 60;
+/// The share of a tick the one-by-one checks may take: the sweep stretches
+/// (up to [`SWEEP_TICKS_MOST`]) rather than exceed it.
+const TICK_BUDGET_NS: f64 = 0.06 * 25_000_000.0;
+
+struct Reader {
+    pid: u32,
+    /// The reader's process, once its status was read.
+    tgid: Option<u32>,
+    file: Option<File>,
+}
+
+/// What one status read said.
+struct Status {
+    signalled: bool,
+    tgid: Option<u32>,
+    /// [`Masks::process_pending`]; all set when unreadable.
+    process_pending: u64,
+}
+
+impl SignalWatch {
+    pub fn new(max_held: usize) -> Self {
+        Self {
+            callers: Vec::new(),
+            live_processes: Vec::new(),
+            seen: None,
+            readers: HashMap::new(),
+            processes: HashMap::new(),
+            resume_after: 0,
+            max_held,
+            kept: 0,
+            read_ns: 5_000.0,
+        }
+    }
+
+    /// How many of `n` parked readers this tick's sweep checks: within
+    /// the tick budget at the measured cost, between a 1/12 and a 1/60 share.
+    fn share(&self, n: usize) -> usize {
+        let affordable = (TICK_BUDGET_NS / self.read_ns.max(1.0)) as usize;
+        affordable
+            .clamp(
+                n.div_ceil(SWEEP_TICKS_MOST),
+                n.div_ceil(SWEEP_TICKS_FEWEST).max(1),
+            )
+            .max(CHECKS_MIN)
+            .min(n)
+    }
+
+    /// One tick: new readers and the readers of signalled processes are
+    /// checked, plus the next `share(n)` of the `n` parked readers (round
+    /// robin); those with a pending signal are answered `EINTR`.
+    pub fn sweep(&mut self, registry: &Parked) {
+        let mut due = self.refresh(registry);
+        let live_processes = std::mem::take(&mut self.live_processes);
+        let signalled_processes: Vec<u32> = live_processes
+            .iter()
+            .copied()
+            .filter(|tgid| self.process_signalled(*tgid))
+            .collect();
+        self.live_processes = live_processes;
+        if !signalled_processes.is_empty() {
+            due.extend(
+                self.readers
+                    .iter()
+                    .filter(|(_, r)| r.tgid.is_some_and(|t| signalled_processes.contains(&t)))
+                    .map(|(id, _)| *id),
+            );
+        }
+        // The slow sweep.
+        let callers = &self.callers;
+        let start = callers.partition_point(|(id, _)| *id <= self.resume_after);
+        let count = self.share(callers.len());
+        let batch: Vec<u64> = callers[start..]
+            .iter()
+            .chain(&callers[..start])
+            .take(count)
+            .map(|(id, _)| *id)
+            .collect();
+        self.resume_after = if batch.len() < callers.len() {
+            batch.last().copied().unwrap_or(0)
+        } else {
+            0
+        };
+        due.extend(batch);
+        due.sort_unstable();
+        due.dedup();
+        let started = Instant::now();
+        let checked = due.len();
+        let signalled: Vec<u64> = due
+            .into_iter()
+            .filter(|id| self.reader_signalled(*id))
+            .collect();
+        if checked > 0 {
+            let each = started.elapsed().as_nanos() as f64 / checked as f64;
+            self.read_ns = 0.8 * self.read_ns + 0.2 * each;
+        }
+        if signalled.is_empty() {
+            return;
+        }
+        let interrupted: Vec<ReplySlot> = match registry.lock() {
+            Ok(mut map) => signalled
+                .into_iter()
+                .filter_map(|id| map.remove(&id).map(|(_, _, slot)| slot))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        CHANGES.fetch_add(1, Ordering::Relaxed);
+        for slot in interrupted {
+            if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                reply.error(Errno::EINTR);
+            }
+        }
+    }
+
+    /// After a change to the registry: the parked readers anew, descriptors
+    /// of those gone closed; returns the new readers (checked at once).
+    fn refresh(&mut self, registry: &Parked) -> Vec<u64> {
+        let changes = CHANGES.load(Ordering::Relaxed);
+        let mut due = Vec::new();
+        if self.seen == Some(changes) {
+            // Readers whose process is not known yet are still due.
+            due.extend(
+                self.readers
+                    .iter()
+                    .filter(|(_, r)| r.tgid.is_none())
+                    .map(|(id, _)| *id),
+            );
+            return due;
+        }
+        self.seen = Some(changes);
+        let mut callers: Vec<(u64, u32)> = registry
+            .lock()
+            .map(|map| map.iter().map(|(id, (_, pid, _))| (*id, *pid)).collect())
+            .unwrap_or_default();
+        callers.sort_unstable();
+        let kept = &mut self.kept;
+        self.readers.retain(|id, reader| {
+            let live = callers.binary_search_by_key(id, |(i, _)| *i).is_ok();
+            if !live && reader.file.is_some() {
+                *kept -= 1;
+            }
+            live
+        });
+        for (id, pid) in &callers {
+            self.readers.entry(*id).or_insert_with(|| {
+                due.push(*id);
+                Reader {
+                    pid: *pid,
+                    tgid: None,
+                    file: None,
+                }
+            });
+        }
+        self.callers = callers;
+        let mut live_processes: Vec<u32> = self.readers.values().filter_map(|r| r.tgid).collect();
+        live_processes.sort_unstable();
+        live_processes.dedup();
+        let kept = &mut self.kept;
+        self.processes.retain(|tgid, (file, _)| {
+            let live = live_processes.binary_search(tgid).is_ok();
+            if !live && file.is_some() {
+                *kept -= 1;
+            }
+            live
+        });
+        self.live_processes = live_processes;
+        due
+    }
+
+    fn reader_signalled(&mut self, id: u64) -> bool {
+        let Some(reader) = self.readers.get_mut(&id) else {
+            return false;
+        };
+        let status = read_status(reader.pid, &mut reader.file, &mut self.kept, self.max_held);
+        if reader.tgid.is_none() {
+            reader.tgid = status.tgid;
+            if let Some(tgid) = status.tgid {
+                if let Err(at) = self.live_processes.binary_search(&tgid) {
+                    self.live_processes.insert(at, tgid);
+                }
+            }
+        }
+        status.signalled
+    }
+
+    fn process_signalled(&mut self, tgid: u32) -> bool {
+        let (file, seen) = self.processes.entry(tgid).or_insert((None, 0));
+        let pending = read_status(tgid, file, &mut self.kept, self.max_held).process_pending;
+        let new = pending & !*seen != 0;
+        *seen = pending;
+        new
+    }
+}
+
+/// Reads `/proc/<pid>/status` through `file` (kept there when the budget
+/// allows). A thread that is gone, or whose status cannot be read, counts
+/// as signalled: its reply is released.
+fn read_status(pid: u32, file: &mut Option<File>, kept: &mut usize, max_held: usize) -> Status {
+    let path = format!("/proc/{pid}/status");
+    if file.is_none() && *kept < max_held {
+        if let Ok(opened) = File::open(&path) {
+            *file = Some(opened);
+            *kept += 1;
+        }
+    }
+    let mut buffer = [0u8; 4096];
+    let read = match file {
+        Some(file) => file.read_at(&mut buffer, 0),
+        None => File::open(&path).and_then(|file| file.read_at(&mut buffer, 0)),
+    };
+    match read {
+        Err(_) | Ok(0) => Status {
+            signalled: true,
+            tgid: None,
+            process_pending: u64::MAX,
+        },
+        Ok(n) => {
+            let masks = Masks::of(&buffer[..n]);
+            Status {
+                signalled: masks.signalled(),
+                tgid: status_field(&buffer[..n], b"Tgid", 10).and_then(|t| u32::try_from(t).ok()),
+                process_pending: masks.process_pending(),
+            }
+        }
+    }
+}
+
+fn status_field(status: &[u8], wanted: &[u8], radix: u32) -> Option<u64> {
+    status.split(|b| *b == b'\n').find_map(|line| {
+        let value = line.strip_prefix(wanted)?.strip_prefix(b":")?;
+        u64::from_str_radix(std::str::from_utf8(value).ok()?.trim(), radix).ok()
+    })
+}
+
+/// The signal masks of a `/proc/<tid>/status` text.
+struct Masks {
+    thread_pending: u64,
+    shared_pending: u64,
+    /// `None` when the text has no `SigBlk` (cut short).
+    blocked: Option<u64>,
+    ignored: u64,
+}
+
+const KILL: u64 = 1 << (libc::SIGKILL - 1);
+
+impl Masks {
+    fn of(status: &[u8]) -> Self {
+        let field = |name: &[u8]| status_field(status, name, 16);
+        Self {
+            thread_pending: field(b"SigPnd").unwrap_or(0),
+            shared_pending: field(b"ShdPnd").unwrap_or(0),
+            blocked: field(b"SigBlk"),
+            ignored: field(b"SigIgn").unwrap_or(0),
+        }
+    }
+
+    /// A pending signal the thread neither blocks nor ignores, or a
+    /// pending `SIGKILL`: its blocked read must end with `EINTR` (fuser
+    /// answers the kernel's interrupts with ENOSYS, so nothing else would
+    /// wake it). A text cut short counts as signalled: releasing a reader
+    /// early is safe, keeping a killed one is not.
+    fn signalled(&self) -> bool {
+        let Some(blocked) = self.blocked else {
+            return true;
+        };
+        let pending = self.thread_pending | self.shared_pending;
+        pending & KILL != 0 || pending & !blocked & !self.ignored != 0
+    }
+
+    /// Pending for the process as its main thread's status shows it (that
+    /// thread's own signals too: it may be a parked reader itself).
+    fn process_pending(&self) -> u64 {
+        (self.shared_pending | self.thread_pending) & (!self.ignored | KILL)
+    }
+}
+
+/// True when a `/proc/<tid>/status` text shows a signal that must end the
+/// thread's blocked read (see [`Masks::signalled`]).
+pub fn pending_in_status(status: &[u8]) -> bool {
+    Masks::of(status).signalled()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields_are_read() {
+        let quiet = b"Name:\tcat\nSigQ:\t0/1\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
+        assert!(!pending_in_status(quiet));
+        let int = b"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
+        assert!(pending_in_status(int));
+        let ignored = b"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000002\n";
+        assert!(!pending_in_status(ignored));
+        let blocked_kill = b"SigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\nSigBlk:\tffffffffffffffff\nSigIgn:\t0000000000000000\n";
+        assert!(pending_in_status(blocked_kill));
+        assert!(pending_in_status(b"Name:\tcut"));
+        let own = std::fs::read(format!("/proc/{}/status", std::process::id())).expect("status");
+        assert!(!pending_in_status(&own));
     }
 }

@@ -116,11 +116,11 @@ pub fn evaluate_first(
     })
 }
 
-fn non_empty_or_star(values: &[String]) -> Vec<String> {
+fn non_empty_or_star(values: &[String]) -> std::borrow::Cow<'_, [String]> {
     if values.is_empty() {
-        vec!["*".to_string()]
+        std::borrow::Cow::Owned(vec!["*".to_string()])
     } else {
-        values.to_vec()
+        std::borrow::Cow::Borrowed(values)
     }
 }
 

@@ -16,6 +16,7 @@
 //! line is told apart from tampering by [`verify`].
 
 use regex::Regex;
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
@@ -86,6 +87,66 @@ pub fn redact(value: &mut Value) {
         }
         _ => {}
     }
+}
+
+/// Words every secret-named key, `NAME=value` word and header that
+/// [`redact`] replaces contains (ASCII, any case): a text holding none of
+/// them has nothing to redact.
+const SECRET_NEEDLES: [&[u8]; 7] = [
+    b"key",
+    b"secret",
+    b"token",
+    b"passw",
+    b"credential",
+    b"cookie",
+    b"authorization",
+];
+
+/// Whether [`redact`] could change something in `text` (false means it
+/// certainly would not); no regex, one pass over the bytes.
+pub fn may_hold_secret(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.iter().enumerate().any(|(at, byte)| {
+        matches!(
+            byte.to_ascii_lowercase(),
+            b'k' | b's' | b't' | b'p' | b'c' | b'a'
+        ) && SECRET_NEEDLES.iter().any(|needle| {
+            bytes
+                .get(at..at + needle.len())
+                .is_some_and(|window| window.eq_ignore_ascii_case(needle))
+        })
+    })
+}
+
+/// The content of one line (what its hash covers): `entry` serialized as a
+/// JSON object with `"prev"` added last. Serialized directly; only a line
+/// whose text holds a secret-looking word (or a `prev` key of its own) goes
+/// through a `Value` tree and [`redact`], which then gives exactly the
+/// bytes it always gave. Every key name the daemon writes is free of those
+/// words, so the direct text is the redacted text whenever the check
+/// passes.
+fn entry_content<T: Serialize>(entry: &T, prev: &str) -> std::io::Result<String> {
+    let direct = serde_json::to_string(entry).map_err(std::io::Error::other)?;
+    if !direct.starts_with('{') || !direct.ends_with('}') {
+        return Err(std::io::Error::other("an audit entry is not a JSON object"));
+    }
+    if !may_hold_secret(&direct) && !direct.contains("\"prev\":") {
+        let mut content = direct;
+        content.pop();
+        if content.len() > 1 {
+            content.push(',');
+        }
+        content.push_str("\"prev\":");
+        content.push_str(&serde_json::to_string(prev).map_err(std::io::Error::other)?);
+        content.push('}');
+        return Ok(content);
+    }
+    let mut value: Value = serde_json::from_str(&direct).map_err(std::io::Error::other)?;
+    redact(&mut value);
+    if let Value::Object(object) = &mut value {
+        object.insert("prev".into(), Value::String(prev.to_string()));
+    }
+    serde_json::to_string(&value).map_err(std::io::Error::other)
 }
 
 /// Appends hash-chained lines to a file, and fails closed: an append
@@ -189,7 +250,7 @@ impl AuditLog {
 
     /// Appends one entry (redacted, chained, hashed) with a single write.
     pub fn append(&self, entry: Map<String, Value>) -> std::io::Result<()> {
-        self.append_all(vec![entry])
+        self.append_all(&[entry])
     }
 
     /// Appends entries in order with one `write(2)`: a batch (a grant that
@@ -197,7 +258,11 @@ impl AuditLog {
     /// line is in the file; on `Err` none of the batch is (a partial write
     /// is cut off again), so the chain never holds a torn line in its
     /// middle and the caller must not deliver the batch's decisions.
-    pub fn append_all(&self, entries: Vec<Map<String, Value>>) -> std::io::Result<()> {
+    ///
+    /// An entry is anything that serializes as a JSON object without a
+    /// `prev` key (a borrowed struct needs no `Value` tree; see
+    /// [`entry_content`] for how the line is made and redacted).
+    pub fn append_all<T: Serialize>(&self, entries: &[T]) -> std::io::Result<()> {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let result = self.append_locked(&mut guard, entries);
         match &result {
@@ -214,13 +279,8 @@ impl AuditLog {
         result
     }
 
-    fn append_locked(
-        &self,
-        inner: &mut Inner,
-        entries: Vec<Map<String, Value>>,
-    ) -> std::io::Result<()> {
+    fn append_locked<T: Serialize>(&self, inner: &mut Inner, entries: &[T]) -> std::io::Result<()> {
         use std::os::unix::fs::MetadataExt;
-        let mut entries = entries;
         // A removed or replaced log is noticed here: lines written to an
         // unlinked file would be lost for good.
         let replaced = match std::fs::symlink_metadata(&self.path) {
@@ -259,25 +319,22 @@ impl AuditLog {
             file.set_len(end)?;
             inner.torn_at = None;
         }
-        if let Some(note) = inner.note.clone() {
-            entries.insert(0, note);
-        }
         let committed = file.metadata()?.len();
         let mut previous = inner.last.clone();
         let mut batch = String::new();
-        for entry in entries {
-            let mut entry = Value::Object(entry);
-            redact(&mut entry);
-            if let Value::Object(object) = &mut entry {
-                object.insert("prev".into(), Value::String(previous.clone()));
-            }
-            let content = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        let mut push = |content: String, previous: &mut String| {
             let hash = sha256_hex(content.as_bytes());
             batch.push_str(&content[..content.len() - 1]);
             batch.push_str(",\"hash\":\"");
             batch.push_str(&hash);
             batch.push_str("\"}\n");
-            previous = hash;
+            *previous = hash;
+        };
+        if let Some(note) = &inner.note {
+            push(entry_content(note, &previous)?, &mut previous);
+        }
+        for entry in entries {
+            push(entry_content(entry, &previous)?, &mut previous);
         }
         let written = file.write_all(batch.as_bytes()).and_then(|()| {
             if self.sync {
@@ -633,7 +690,7 @@ mod tests {
         let mut failures = 0;
         for n in 1..6 {
             if log
-                .append_all(vec![big_entry(n, 3000), big_entry(n + 100, 3000)])
+                .append_all(&[big_entry(n, 3000), big_entry(n + 100, 3000)])
                 .is_err()
             {
                 failures += 1;
@@ -647,7 +704,7 @@ mod tests {
         assert!(std::fs::read(&path).expect("read").starts_with(&before));
         // Space returns: appending goes on, on the same chain.
         std::fs::remove_file(&filler).expect("space freed");
-        log.append_all(vec![big_entry(7, 3000), entry(8)])
+        log.append_all(&[big_entry(7, 3000), entry(8)])
             .expect("append after space returned");
         let report = verify(&path).expect("intact");
         assert_eq!(report.torn_tail, None);
@@ -690,6 +747,53 @@ mod tests {
         std::fs::remove_file(&path).expect("link removed");
         log.append(entry(3)).expect("append");
         assert_eq!(verify(&path).map(|v| v.lines), Ok(2));
+    }
+
+    #[test]
+    fn a_direct_line_is_the_line_a_value_tree_gives() {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Line<'a> {
+            ask_id: &'a str,
+            agent: Option<&'a str>,
+            values: Vec<&'a str>,
+            latency_ms: f64,
+        }
+        let old = |line: &Line<'_>, prev: &str| {
+            let mut value = serde_json::to_value(line).expect("value");
+            redact(&mut value);
+            if let Value::Object(object) = &mut value {
+                object.insert("prev".into(), Value::String(prev.to_string()));
+            }
+            serde_json::to_string(&value).expect("text")
+        };
+        for values in [
+            vec!["git status", "/w/a \"b\"\n\u{7}"],
+            vec!["GITHUB_TOKEN=ghp_1 git push", "x"],
+            vec!["curl -H 'Authorization: Bearer abc'"],
+            vec!["monkey=banana", "ünïcode"],
+        ] {
+            for latency_ms in [0.0, 1.25, 1e-7, f64::NAN] {
+                let line = Line {
+                    ask_id: "1-r1",
+                    agent: None,
+                    values: values.clone(),
+                    latency_ms,
+                };
+                assert_eq!(
+                    entry_content(&line, GENESIS).expect("content"),
+                    old(&line, GENESIS)
+                );
+            }
+        }
+        let empty: Map<String, Value> = Map::new();
+        assert_eq!(
+            entry_content(&empty, GENESIS).expect("content"),
+            format!("{{\"prev\":\"{GENESIS}\"}}")
+        );
+        assert!(!may_hold_secret("git status /w/a.rs"));
+        assert!(may_hold_secret("x MY_KEY=1"));
+        assert!(may_hold_secret("PassWord"));
     }
 
     #[test]

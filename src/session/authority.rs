@@ -392,27 +392,44 @@ struct Answer {
     waited_at: Option<String>,
 }
 
-fn audit_entry(answer: &Answer) -> serde_json::Value {
-    let mut entry = serde_json::json!({
-        "time": answer.response.responded_at,
-        "askId": answer.response.ask_id,
-        "session": answer.session,
-        "agent": answer.agent,
-        "request": answer.rid,
-        "facts": answer.response.facts,
-        "outcome": answer.response.outcome,
-        "decidedBy": answer.response.decided_by,
-        "hops": answer.response.hops,
-        "latencyMs": answer.latency_ms,
-    });
-    if let (Some(from), Some(object)) = (&answer.forwarded, entry.as_object_mut()) {
-        object.insert(
-            "forwarded".into(),
-            serde_json::to_value(from).unwrap_or_default(),
-        );
-    }
-    entry
+/// An answer's audit line, borrowed: serialized straight into the line
+/// (field order is the line format).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditEntry<'a> {
+    time: u64,
+    ask_id: &'a str,
+    session: &'a str,
+    agent: Option<&'a str>,
+    request: &'a str,
+    facts: &'a [crate::facts::intent::AccessIntent],
+    outcome: Outcome,
+    decided_by: &'a DecidedBy,
+    hops: &'a [Hop],
+    latency_ms: f64,
+    /// What a forwarded (pi view) request claimed about its origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forwarded: Option<&'a crate::facts::forwarded::Provenance>,
 }
+
+fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
+    AuditEntry {
+        time: answer.response.responded_at,
+        ask_id: &answer.response.ask_id,
+        session: &answer.session,
+        agent: answer.agent.as_deref(),
+        request: &answer.rid,
+        facts: &answer.response.facts,
+        outcome: answer.response.outcome,
+        decided_by: &answer.response.decided_by,
+        hops: &answer.response.hops,
+        latency_ms: answer.latency_ms,
+        forwarded: answer.forwarded.as_ref(),
+    }
+}
+
+/// How many answers a release writes and delivers at a time.
+const RELEASE_CHUNK: usize = 256;
 
 /// The audit log refused a batch of answers: they were denied instead.
 #[derive(Debug, Clone)]
@@ -506,27 +523,40 @@ impl StateGuard<'_> {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };
-        let mut answers = std::mem::take(&mut guard.after_unlock.answers);
+        let answers = std::mem::take(&mut guard.after_unlock.answers);
         let audit = guard.audit.clone();
         drop(guard);
+        // A grant that answers thousands of asks commits them a chunk at a
+        // time: a chunk's lines are written, then its readers woken, so the
+        // first reader need not wait for the last line, and an unrelated
+        // ask's line and lock wait for one chunk at most. "Logged before
+        // delivered" holds per chunk.
+        let mut result = Ok(());
+        let mut answers = answers.into_iter().peekable();
+        while answers.peek().is_some() {
+            let chunk: Vec<Answer> = answers.by_ref().take(RELEASE_CHUNK).collect();
+            if let Err(failure) = self.commit_chunk(audit.as_deref(), chunk) {
+                result = result.and(Err(failure));
+            }
+        }
+        result
+    }
+
+    /// Writes the lines of `answers`, then stores and delivers them (or
+    /// their `audit_unavailable` denials when the log refused them).
+    fn commit_chunk(
+        &self,
+        audit: Option<&super::audit::AuditLog>,
+        mut answers: Vec<Answer>,
+    ) -> Result<(), AuditFailure> {
         if answers.is_empty() {
             return Ok(());
         }
-        let written = match &audit {
+        let written = match audit {
+            // Every answer has its line, or none is delivered.
             Some(audit) => {
-                let entries: Vec<_> = answers
-                    .iter()
-                    .filter_map(|answer| match audit_entry(answer) {
-                        serde_json::Value::Object(entry) => Some(entry),
-                        _ => None,
-                    })
-                    .collect();
-                // Every answer has its line, or none is delivered.
-                if entries.len() == answers.len() {
-                    audit.append_all(entries)
-                } else {
-                    Err(std::io::Error::other("an audit entry could not be built"))
-                }
+                let entries: Vec<_> = answers.iter().map(audit_entry).collect();
+                audit.append_all(&entries)
             }
             None => Ok(()),
         };
@@ -820,8 +850,9 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         };
         // Facts touch the filesystem (symlinks): fix them outside the lock.
-        let requester = Requester::new(
+        let requester = Requester::with_canonical_cwd(
             &origin.cwd,
+            origin.canonical_cwd.canonical(),
             Principal {
                 session_id: origin.id.clone(),
                 agent_name: origin.agent.clone(),
@@ -1050,7 +1081,7 @@ impl Authority {
     /// answer goes back to the caller alone (the mount keeps it per open
     /// file, so nobody reads or overwrites another's dry run).
     pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
-        let (cwd, agent, principal, grants) = {
+        let (cwd, canonical_cwd, agent, principal, grants) = {
             let state = lock(&self.state);
             let s = state
                 .tree
@@ -1062,13 +1093,15 @@ impl Authority {
             };
             (
                 s.cwd.clone(),
+                Arc::clone(&s.canonical_cwd),
                 s.agent.clone(),
                 principal,
                 Arc::clone(&s.compiled_grants),
             )
         };
         let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = Requester::new(&cwd, principal).facts(&request.form);
+        let facts = Requester::with_canonical_cwd(&cwd, canonical_cwd.canonical(), principal)
+            .facts(&request.form);
         let policy = self
             .loader
             .policy(&cwd, agent.as_deref())
@@ -1485,6 +1518,8 @@ impl Authority {
                 "broaderThanSuggested": broader,
             });
             publish(&mut state, session, event);
+            drop(state);
+            self.rewalk_pending_at(&grant_at);
         }
         Ok(())
     }
@@ -1549,7 +1584,6 @@ impl Authority {
             broader_than_suggested,
         });
         recompile_grants(node);
-        self.rewalk_pending_at(state, session);
         Some(id)
     }
 
@@ -1579,37 +1613,53 @@ impl Authority {
     }
 
     /// After a grant, asks waiting at or below `session` are judged again:
-    /// the ones it covers are answered by it.
-    fn rewalk_pending_at(&self, state: &mut State, session: &str) {
-        let pending: Vec<(AskId, String)> = state
-            .pending
-            .iter()
-            .filter_map(|id| state.asks.get(id))
-            .filter_map(|a| a.pending_at.clone().map(|p| (a.id.clone(), p)))
-            .filter(|(_, at)| at == session || at.starts_with(&format!("{session}/")))
-            .collect();
-        for (ask_id, at) in pending {
-            let Some(ask) = state.asks.get(&ask_id) else {
-                continue;
-            };
-            let Some(node) = state.tree.get(session) else {
-                continue;
-            };
-            let agents = agents_for(&state.tree, &ask.origin);
-            let covered = self
-                .judge_at(node, &agents, ask)
-                .map(|j| (j.state, decided_by_for(&j)))
-                .ok();
-            if let Some((PermissionState::Allow, by)) = covered {
-                let _ = at;
-                finish(
-                    state,
-                    &ask_id,
-                    Outcome::Allow,
-                    by,
-                    None,
-                    Some(session.to_string()),
-                );
+    /// the ones it covers are answered by it. A chunk at a time, each under
+    /// the lock and committed (logged, then delivered) when the lock is
+    /// released: the first covered reader is answered after one chunk, and
+    /// other asks wait for one chunk at most. An ask decided, withdrawn or
+    /// ended meanwhile is skipped; a grant revoked meanwhile covers nothing.
+    fn rewalk_pending_at(&self, session: &str) {
+        let below = format!("{session}/");
+        let is_here = |at: &Option<String>| {
+            at.as_deref()
+                .is_some_and(|at| at == session || at.starts_with(&below))
+        };
+        let pending: Vec<AskId> = {
+            let state = lock(&self.state);
+            state
+                .pending
+                .iter()
+                .filter(|id| state.asks.get(*id).is_some_and(|a| is_here(&a.pending_at)))
+                .cloned()
+                .collect()
+        };
+        for chunk in pending.chunks(RELEASE_CHUNK) {
+            let mut state = lock(&self.state);
+            for ask_id in chunk {
+                let Some(ask) = state.asks.get(ask_id) else {
+                    continue;
+                };
+                if !is_here(&ask.pending_at) {
+                    continue;
+                }
+                let Some(node) = state.tree.get(session) else {
+                    return;
+                };
+                let agents = agents_for(&state.tree, &ask.origin);
+                let covered = self
+                    .judge_at(node, &agents, ask)
+                    .map(|j| (j.state, decided_by_for(&j)))
+                    .ok();
+                if let Some((PermissionState::Allow, by)) = covered {
+                    finish(
+                        &mut state,
+                        ask_id,
+                        Outcome::Allow,
+                        by,
+                        None,
+                        Some(session.to_string()),
+                    );
+                }
             }
         }
     }

@@ -4,6 +4,7 @@
 //! whoever spawned it and never by the session itself: the principal is
 //! where a request was written, not what it claims.
 
+use crate::facts::access_path::CwdCache;
 use crate::policy::{CompiledRules, Rule};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -33,6 +34,9 @@ pub struct Session {
     pub parent: Option<SessionId>,
     pub agent: Option<String>,
     pub cwd: String,
+    /// The canonical form of `cwd`, checked cheaply on each ask (shared
+    /// with the sessions that inherited the same cwd).
+    pub canonical_cwd: Arc<CwdCache>,
     pub interactive: bool,
     pub depth: usize,
     /// The uid that may ask as this session (its outbox, `ctl`, `query`).
@@ -124,13 +128,15 @@ impl SessionTree {
             return Err(format!("root session {name:?} exists"));
         }
         let id = name.to_string();
+        let cwd = spec.cwd.unwrap_or_else(|| default_cwd.to_string());
         self.sessions.insert(
             id.clone(),
             Session {
                 id: id.clone(),
                 parent: None,
                 agent: spec.agent,
-                cwd: spec.cwd.unwrap_or_else(|| default_cwd.to_string()),
+                canonical_cwd: Arc::new(CwdCache::new(&cwd)),
+                cwd,
                 interactive: spec.interactive,
                 depth: 0,
                 asker_uid: spec.asker_uid.unwrap_or(owner_uid),
@@ -163,11 +169,22 @@ impl SessionTree {
             return Err(format!("session {parent:?} already has a child {name:?}"));
         }
         let id = format!("{parent}/{name}");
+        let (cwd, canonical_cwd) = match spec.cwd {
+            Some(cwd) if cwd != parent_session.cwd => {
+                let cache = Arc::new(CwdCache::new(&cwd));
+                (cwd, cache)
+            }
+            _ => (
+                parent_session.cwd.clone(),
+                Arc::clone(&parent_session.canonical_cwd),
+            ),
+        };
         let child = Session {
             id: id.clone(),
             parent: Some(parent.to_string()),
             agent: spec.agent.or_else(|| parent_session.agent.clone()),
-            cwd: spec.cwd.unwrap_or_else(|| parent_session.cwd.clone()),
+            cwd,
+            canonical_cwd,
             interactive: spec.interactive,
             depth: parent_session.depth + 1,
             asker_uid: spec.asker_uid.unwrap_or(parent_session.asker_uid),

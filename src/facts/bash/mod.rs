@@ -10,7 +10,8 @@ pub mod parse;
 pub mod paths;
 
 pub use enumerate::{
-    enumerate, is_trivially_empty, strip_leading_comments, CommandUnit, Enumeration, UnitRole,
-    INDIRECTION_WRAPPER, OPAQUE_WRAPPER, UNPARSEABLE_COMMAND, UNPARSED_SUBTREE,
+    enumerate, enumerate_shared, is_trivially_empty, strip_leading_comments, CommandUnit,
+    Enumeration, UnitRole, INDIRECTION_WRAPPER, OPAQUE_WRAPPER, UNPARSEABLE_COMMAND,
+    UNPARSED_SUBTREE,
 };
 pub use paths::{bash_paths, BashPaths, RuleWord};

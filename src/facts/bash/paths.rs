@@ -21,8 +21,11 @@
 use super::enumerate::word_value;
 use super::parse::{children, parse, text};
 use crate::facts::access_path::{clean_literal, is_outside, AccessPath, SAFE_SYSTEM_PATHS};
+use crate::facts::memo::{self, Entry, TextMemo};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
+use std::cell::RefCell;
+use std::sync::Arc;
 use std::sync::LazyLock;
 use tree_sitter::Node;
 
@@ -65,13 +68,27 @@ pub struct BashPaths {
 /// Reads the path words of `command` as the session at `cwd` sees them.
 /// `None` when the line cannot be parsed (the command gate then floors).
 pub fn bash_paths(command: &str, cwd: &str, canonical_cwd: &str, home: &str) -> Option<BashPaths> {
+    let words = WORDS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut memo) => memo.get_or(command, |text| words_of(text).map(Arc::new)),
+        Err(_) => words_of(command).map(Arc::new),
+    })?;
+    Some(project(&words, cwd, canonical_cwd, home))
+}
+
+thread_local! {
+    /// The words of recent lines: a pure function of the text (the
+    /// filesystem is met only in [`project`]).
+    static WORDS: RefCell<TextMemo<Option<Arc<Vec<Word>>>>> = RefCell::new(TextMemo::new(256, 8192));
+}
+
+fn words_of(command: &str) -> Option<Vec<Word>> {
     let tree = parse(command)?;
     let mut walker = Walker {
         source: command,
         words: Vec::new(),
     };
     walker.walk(tree.root_node(), Base::Known(String::new()), 0);
-    Some(project(&walker.words, cwd, canonical_cwd, home))
+    Some(walker.words)
 }
 
 fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPaths {
@@ -116,9 +133,8 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         // symlink `a_sym`) is a path word too (newer upstream #645), with
         // its symlink target among its aliases.
         let found = match (&resolve_base, shaped) {
-            (Some(base), false) => {
-                std::fs::symlink_metadata(resolve(base, &clean_literal(token, home))).ok()
-            }
+            (Some(base), false) => Some(memo::entry(&resolve(base, &clean_literal(token, home))))
+                .filter(|entry| *entry != Entry::Missing),
             _ => None,
         };
         let bare = !shaped && !moved && found.is_none();
@@ -127,8 +143,8 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         // are all there is to match (a missing word after a `cd` counts as a
         // path word without the canonical alias 20.7.3 never gave it).
         let lexical_only = !shaped
-            && found.as_ref().is_none_or(|meta| {
-                !meta.file_type().is_symlink() && resolve_base.as_deref() == Some(canonical_cwd)
+            && found.is_none_or(|entry| {
+                entry != Entry::Symlink && resolve_base.as_deref() == Some(canonical_cwd)
             });
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),

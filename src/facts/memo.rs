@@ -1,0 +1,234 @@
+//! Two per-thread caches that make a batch of asks cheap without changing
+//! an answer.
+//!
+//! - [`TextMemo`]: the result of a pure function of a short text (a bash
+//!   line's commands, its path words before they meet the filesystem),
+//!   bounded by entry count and key length. Always on: the same text gives
+//!   the same result whenever it is computed.
+//! - [`Snapshot`]: what the filesystem said about a path (its canonical
+//!   form, whether it exists and is a symlink), remembered only while a
+//!   snapshot scope is open on this thread. Outside a scope every call
+//!   asks the filesystem, as before. `permfs resolve` opens one scope per
+//!   batch of input (renewed when the input runs dry and at least every
+//!   second), so a batch is judged against one view of the filesystem and
+//!   a symlink changed between batches is seen; the daemon opens none.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Texts longer than this are not remembered (a long line is rare, and its
+/// result could be large).
+pub const MAX_MEMO_KEY: usize = 1024;
+
+/// A bounded map from text to a pure function's result; the oldest entry
+/// goes first. It holds `capacity` entries, or `batch_capacity` while a
+/// [`Snapshot`] scope is open on the thread (a batch of asks, such as a
+/// `permfs resolve` run, repeats many lines; a daemon thread keeps few).
+pub struct TextMemo<T> {
+    map: HashMap<String, T>,
+    order: VecDeque<String>,
+    capacity: usize,
+    batch_capacity: usize,
+}
+
+impl<T: Clone> TextMemo<T> {
+    pub fn new(capacity: usize, batch_capacity: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            capacity,
+            batch_capacity,
+        }
+    }
+
+    /// `compute(text)`, remembered for a short `text`.
+    pub fn get_or(&mut self, text: &str, compute: impl FnOnce(&str) -> T) -> T {
+        if let Some(hit) = self.map.get(text) {
+            return hit.clone();
+        }
+        let value = compute(text);
+        let capacity = if in_scope() {
+            self.batch_capacity
+        } else {
+            self.capacity
+        };
+        if text.len() <= MAX_MEMO_KEY && capacity > 0 {
+            while self.map.len() >= capacity {
+                let Some(oldest) = self.order.pop_front() else {
+                    break;
+                };
+                self.map.remove(&oldest);
+            }
+            self.map.insert(text.to_string(), value.clone());
+            self.order.push_back(text.to_string());
+        }
+        value
+    }
+}
+
+/// What `lstat` said about a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    Missing,
+    Symlink,
+    Other,
+}
+
+#[derive(Default)]
+struct Views {
+    canonical: HashMap<String, String>,
+    entries: HashMap<String, Entry>,
+}
+
+/// Entries a scope holds at most; past this it starts afresh (a run over
+/// many distinct paths then costs what it cost without the cache).
+const MAX_SNAPSHOT_ENTRIES: usize = 65_536;
+
+thread_local! {
+    static SNAPSHOT: RefCell<Option<Views>> = const { RefCell::new(None) };
+}
+
+fn start_views() {
+    SNAPSHOT.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some(Views::default());
+        }
+    });
+}
+
+fn in_scope() -> bool {
+    SNAPSHOT.with(|cell| cell.try_borrow().is_ok_and(|slot| slot.is_some()))
+}
+
+/// An open snapshot scope on this thread; closing (dropping) it forgets
+/// everything it remembered.
+pub struct Snapshot {
+    opened: Instant,
+}
+
+impl Snapshot {
+    /// Opens a scope (an open one on this thread is restarted).
+    pub fn open() -> Self {
+        start_views();
+        Self {
+            opened: Instant::now(),
+        }
+    }
+
+    /// Forgets what was remembered when the scope is older than `max_age`
+    /// or `now` is set: the next lookups ask the filesystem again.
+    pub fn renew_if(&mut self, now: bool, max_age: Duration) {
+        if now || self.opened.elapsed() >= max_age {
+            // In place: replacing `self` would drop the old value after the
+            // new one opened, and its `Drop` would close the scope.
+            start_views();
+            self.opened = Instant::now();
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        SNAPSHOT.with(|cell| {
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                *slot = None;
+            }
+        });
+    }
+}
+
+fn remembered<T: Clone>(
+    key: &str,
+    pick: impl Fn(&mut Views) -> &mut HashMap<String, T>,
+    compute: impl FnOnce() -> T,
+) -> T {
+    let hit = SNAPSHOT.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        let views = slot.as_mut()?;
+        Some(pick(views).get(key).cloned())
+    });
+    match hit {
+        // No scope open: ask the filesystem.
+        None => compute(),
+        Some(Some(value)) => value,
+        Some(None) => {
+            let value = compute();
+            SNAPSHOT.with(|cell| {
+                if let Ok(mut slot) = cell.try_borrow_mut() {
+                    if let Some(views) = slot.as_mut() {
+                        if views.canonical.len() + views.entries.len() >= MAX_SNAPSHOT_ENTRIES {
+                            *views = Views::default();
+                        }
+                        pick(views).insert(key.to_string(), value.clone());
+                    }
+                }
+            });
+            value
+        }
+    }
+}
+
+/// The canonical form of `absolute`, computed by `compute` unless the open
+/// scope remembers it.
+pub fn canonical(absolute: &str, compute: impl FnOnce() -> String) -> String {
+    remembered(absolute, |v| &mut v.canonical, compute)
+}
+
+/// What `lstat(path)` says, remembered in the open scope; any error counts
+/// as missing (callers need only existence and the symlink bit).
+pub fn entry(path: &str) -> Entry {
+    remembered(
+        path,
+        |v| &mut v.entries,
+        || match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => Entry::Symlink,
+            Ok(_) => Entry::Other,
+            Err(_) => Entry::Missing,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memo_is_bounded_and_skips_long_keys() {
+        let mut memo = TextMemo::new(2, 2);
+        let mut calls = 0;
+        for text in ["a", "b", "a", "c", "a"] {
+            memo.get_or(text, |t| {
+                calls += 1;
+                t.len()
+            });
+        }
+        // a, b, (a hit), c evicts a, a again.
+        assert_eq!(calls, 4);
+        let long = "x".repeat(MAX_MEMO_KEY + 1);
+        memo.get_or(&long, |t| t.len());
+        assert!(!memo.map.contains_key(&long));
+    }
+
+    #[test]
+    fn a_snapshot_remembers_only_while_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f").to_string_lossy().into_owned();
+        assert_eq!(entry(&path), Entry::Missing);
+        std::fs::write(&path, "x").expect("write");
+        // No scope: the filesystem is asked every time.
+        assert_eq!(entry(&path), Entry::Other);
+        let mut scope = Snapshot::open();
+        assert_eq!(entry(&path), Entry::Other);
+        std::fs::remove_file(&path).expect("rm");
+        assert_eq!(entry(&path), Entry::Other, "the scope's view");
+        scope.renew_if(true, Duration::from_secs(1));
+        assert_eq!(entry(&path), Entry::Missing, "a renewed scope looks again");
+        std::fs::write(&path, "x").expect("write");
+        assert_eq!(entry(&path), Entry::Missing, "and is still open");
+        std::fs::remove_file(&path).expect("rm");
+        drop(scope);
+        std::fs::write(&path, "x").expect("write");
+        assert_eq!(entry(&path), Entry::Other);
+    }
+}
