@@ -272,7 +272,7 @@ impl Inodes {
     }
 
     /// Entries in the table (for tests and diagnostics).
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.maps().by_ino.len()
     }
 }
@@ -336,7 +336,7 @@ mod tests {
         let kept = Node::Response("main".into(), "b".into());
         let (req_ino, resp_ino) = (inodes.referenced(&request), inodes.referenced(&response));
         let kept_ino = inodes.referenced(&kept);
-        assert_eq!(inodes.len(), 4);
+        assert_eq!(inodes.entries(), 4);
         inodes.retire_ask("main", "a");
         inodes.retire_ask("main", "b");
         // Still there until due: a cached name keeps working.
@@ -349,9 +349,9 @@ mod tests {
         assert_eq!(inodes.node(req_ino), None);
         assert_eq!(inodes.node(resp_ino), None);
         assert_eq!(inodes.node(kept_ino), Some(kept));
-        assert_eq!(inodes.len(), 2);
+        assert_eq!(inodes.entries(), 2);
         // A late FORGET of a dropped number is harmless.
         inodes.forget(resp_ino, 1);
-        assert_eq!(inodes.len(), 2);
+        assert_eq!(inodes.entries(), 2);
     }
 }

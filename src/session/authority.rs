@@ -586,9 +586,11 @@ impl StateGuard<'_> {
                 }
             }
         }
+        let delivered = deliveries.len();
         for (waiter, response) in deliveries {
             waiter(response);
         }
+        super::retention::after_release(delivered);
         result
     }
 }

@@ -21,7 +21,7 @@ pub const RETAIN_ANSWERS: Duration = Duration::from_secs(600);
 /// (real bytes, see [`retained_size`]), the oldest going first, so the
 /// daemon's memory is bounded however fast, and however deep, asks come.
 pub const MAX_RETAINED_ANSWERS: usize = 50_000;
-pub const MAX_RETAINED_BYTES: usize = 24 << 20;
+pub const MAX_RETAINED_BYTES: usize = 48 << 20;
 
 /// Answers already read are kept within this many bytes (the oldest read
 /// going first): enough for a second `cat`, not a copy of every answer.
@@ -30,9 +30,11 @@ pub const MAX_READ_BYTES: usize = 4 << 20;
 /// What a kept answer costs besides its strings and its JSON: the `Ask`
 /// and `Response` structs, their hash table slots (`asks`, `outboxes`),
 /// the retention queues, the allocator's headers, and the mount's two
-/// inode entries for `<rid>.request` and `<rid>.response` (freed with the
-/// ask). Measured by `retained_size_is_the_real_size` below.
-const RETAINED_FIXED: usize = 2048;
+/// inode entries for `<rid>.request` and `<rid>.response` (about 600
+/// bytes, freed with the ask). Measured by `retained_size_is_the_real_size`
+/// below: 4,496 bytes held per shallow answer without the mount, 3,785
+/// accounted with 2,048 here.
+const RETAINED_FIXED: usize = 2048 + 1024;
 
 /// A hook told `(session, rid)` of every ask forgotten, so the mount can
 /// drop what it holds for its files.
@@ -196,6 +198,30 @@ pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
     }
 }
 
+/// A release of at least this many answers gives the heap's free pages
+/// back to the system afterwards.
+pub const TRIM_AFTER_ANSWERS: usize = 1000;
+
+/// After a release of `answers` answers: a big one leaves megabytes of
+/// freed memory (its audit lines, the asks it ended) that glibc's malloc
+/// keeps, scattered between live blocks, so the daemon's RSS would stay at
+/// its peak; `malloc_trim` returns the free pages (measured by
+/// `scripts/bench/soak.py`, BENCHMARKS.md section 11).
+pub(super) fn after_release(answers: usize) {
+    if answers >= TRIM_AFTER_ANSWERS {
+        trim_heap();
+    }
+}
+
+/// Gives free heap pages back to the system (glibc); nothing elsewhere.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; no pointer is given.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +302,7 @@ mod tests {
                 .submit(
                     "main",
                     &format!("w{i}"),
-                    br#"{"surface":"bash","value":"ls -la"}"#,
+                    br#"{"surface":"bash","value":"ls"}"#,
                 )
                 .expect("ask");
         }
@@ -288,7 +314,7 @@ mod tests {
                 .submit(
                     "main",
                     &format!("r{i}"),
-                    br#"{"surface":"bash","value":"ls -la"}"#,
+                    br#"{"surface":"bash","value":"ls"}"#,
                 )
                 .expect("ask");
             let response = authority.response(&id).expect("answered by the rule");
@@ -299,8 +325,10 @@ mod tests {
         assert_eq!(count1 - count0, asks);
         let accounted = (bytes1 - bytes0) as f64 / asks as f64;
         eprintln!("an answered ask holds {held:.0} bytes; accounted {accounted:.0}");
+        // The accounted size also covers the mount's inode entries, which
+        // this test (no mount) does not make.
         assert!(
-            accounted >= held * 0.8 && accounted <= held * 1.6,
+            accounted >= held && accounted <= held * 1.5,
             "accounted {accounted:.0} bytes per answer, real {held:.0}"
         );
     }
