@@ -241,6 +241,7 @@ impl Inodes {
             if let Some((node, _)) = maps.by_ino.remove(&ino) {
                 maps.by_node.remove(&node);
             }
+            maps.shrink_if_sparse();
         }
     }
 
@@ -278,6 +279,16 @@ impl Inodes {
 }
 
 impl InodeMaps {
+    /// Tables sized for a peak (10,000 pending asks' files) are shrunk once
+    /// they hold under a quarter of it: a hash table never shrinks by
+    /// itself, and its tombstones would make the next peak double it.
+    fn shrink_if_sparse(&mut self) {
+        if self.by_ino.capacity() > 4 * self.by_ino.len() + 4096 {
+            self.by_ino.shrink_to_fit();
+            self.by_node.shrink_to_fit();
+        }
+    }
+
     fn drop_retired(&mut self, now: Instant) {
         while let Some(&(due, ino, count)) = self.retiring.front() {
             if due > now {
@@ -295,6 +306,7 @@ impl InodeMaps {
                 }
             }
         }
+        self.shrink_if_sparse();
     }
 }
 

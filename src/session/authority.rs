@@ -590,7 +590,7 @@ impl StateGuard<'_> {
         for (waiter, response) in deliveries {
             waiter(response);
         }
-        super::retention::after_release(delivered);
+        super::retention::after_release(self.mutex, delivered);
         result
     }
 }

@@ -202,15 +202,25 @@ pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
 /// back to the system afterwards.
 pub const TRIM_AFTER_ANSWERS: usize = 1000;
 
-/// After a release of `answers` answers: a big one leaves megabytes of
-/// freed memory (its audit lines, the asks it ended) that glibc's malloc
-/// keeps, scattered between live blocks, so the daemon's RSS would stay at
-/// its peak; `malloc_trim` returns the free pages (measured by
-/// `scripts/bench/soak.py`, BENCHMARKS.md section 11).
-pub(super) fn after_release(answers: usize) {
-    if answers >= TRIM_AFTER_ANSWERS {
-        trim_heap();
+/// After a release of `answers` answers. A big one leaves the asks' hash
+/// tables sized for everything that was pending, with the slots of the
+/// asks it ended left as tombstones; the next round of as many pending
+/// asks would then double them (about 10 MiB more for 10,000 asks each
+/// time a table grows). And it leaves megabytes of freed memory (its audit
+/// lines, the asks it ended) that glibc's malloc keeps between live
+/// blocks. So: the tables are shrunk to what they hold, and the free pages
+/// go back to the system (measured by `scripts/bench/soak.py`,
+/// BENCHMARKS.md section 11).
+pub(super) fn after_release(state: &std::sync::Mutex<State>, answers: usize) {
+    if answers < TRIM_AFTER_ANSWERS {
+        return;
     }
+    {
+        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+        state.asks.shrink_to_fit();
+        state.outboxes.shrink_to_fit();
+    }
+    trim_heap();
 }
 
 /// Gives free heap pages back to the system (glibc); nothing elsewhere.
