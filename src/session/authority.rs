@@ -1643,6 +1643,7 @@ impl Authority {
         let mut state = lock(&self.state);
         self.expire_reviews(&mut state, now);
         super::retention::forget_old_answers(&mut state, now);
+        super::retention::trim_when_idle(&mut state, now);
         if state.next_deadline.is_none_or(|deadline| now < deadline) {
             return 0;
         }

@@ -51,6 +51,10 @@ pub(super) struct Retention {
     count: usize,
     read_bytes: usize,
     read_count: usize,
+    /// Bytes of answers forgotten since the heap was last trimmed, and
+    /// when an answer was last kept or forgotten (see [`trim_when_idle`]).
+    freed_since_trim: usize,
+    last_change: Option<Instant>,
     pub(super) on_forget: Option<ForgetHook>,
 }
 
@@ -99,6 +103,7 @@ pub(super) fn keep(state: &mut State, ask_id: &str, read: bool) {
     kept.order.push_back((now, ask_id.to_string()));
     kept.bytes += size;
     kept.count += 1;
+    kept.last_change = Some(now);
     if read {
         mark_read(state, ask_id);
     }
@@ -131,6 +136,8 @@ pub(super) fn forget(state: &mut State, ask_id: &str) {
         return;
     };
     let kept = &mut state.retention;
+    kept.freed_since_trim += ask.retained.max(RETAINED_FIXED);
+    kept.last_change = Some(Instant::now());
     if ask.retained > 0 {
         kept.bytes = kept.bytes.saturating_sub(ask.retained);
         kept.count = kept.count.saturating_sub(1);
@@ -219,8 +226,30 @@ pub(super) fn after_release(state: &std::sync::Mutex<State>, answers: usize) {
         let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
         state.asks.shrink_to_fit();
         state.outboxes.shrink_to_fit();
+        state.retention.freed_since_trim = 0;
     }
     trim_heap();
+}
+
+/// Once this many bytes of answers were forgotten since the last trim...
+pub const TRIM_AFTER_FREED: usize = 8 << 20;
+/// ...and nothing was kept or forgotten for this long, with no ask
+/// pending, the heap's free pages go back to the system.
+pub const TRIM_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
+/// Called on every timeout scan (under the lock): after many asks came and
+/// went (rule-answered ones, withdrawn ones) and the daemon went quiet, its
+/// RSS returns to what it holds instead of staying at the burst's level.
+/// Idle, so the few milliseconds `malloc_trim` takes hold up nobody.
+pub(super) fn trim_when_idle(state: &mut State, now: Instant) {
+    let kept = &mut state.retention;
+    let quiet = kept
+        .last_change
+        .is_some_and(|at| now.saturating_duration_since(at) >= TRIM_WHEN_IDLE_FOR);
+    if kept.freed_since_trim >= TRIM_AFTER_FREED && quiet && state.pending.is_empty() {
+        kept.freed_since_trim = 0;
+        trim_heap();
+    }
 }
 
 /// Gives free heap pages back to the system (glibc); nothing elsewhere.
@@ -372,6 +401,34 @@ mod tests {
         assert!(count < reads, "{count}");
     }
 
+    /// `count` rule-answered asks `r0`.. from main, each withdrawn (`rm`).
+    fn ask_and_withdraw(authority: &Authority, count: usize) {
+        let body = br#"{"surface":"bash","value":"ls"}"#;
+        for i in 0..count {
+            let rid = format!("r{i}");
+            authority.submit("main", &rid, body).expect("ask");
+            authority.withdraw("main", &rid).expect("withdrawn");
+        }
+    }
+
+    #[test]
+    fn the_heap_is_trimmed_once_quiet_after_many_asks_came_and_went() {
+        let (authority, _dir) = authority();
+        ask_and_withdraw(&authority, TRIM_AFTER_FREED / RETAINED_FIXED + 10);
+        let freed = |a: &Authority| {
+            a.state
+                .lock()
+                .map(|s| s.retention.freed_since_trim)
+                .unwrap_or(0)
+        };
+        assert!(freed(&authority) >= TRIM_AFTER_FREED);
+        // Not yet quiet: nothing happens.
+        authority.expire(Instant::now());
+        assert!(freed(&authority) >= TRIM_AFTER_FREED);
+        authority.expire(Instant::now() + TRIM_WHEN_IDLE_FOR);
+        assert_eq!(freed(&authority), 0);
+    }
+
     #[test]
     fn withdrawn_and_forgotten_asks_leave_no_accounts_and_tell_the_hook() {
         let (authority, _dir) = authority();
@@ -382,15 +439,7 @@ mod tests {
                 told.push(format!("{session}/{rid}"));
             }
         }));
-        let body = br#"{"surface":"bash","value":"ls"}"#;
-        for i in 0..100 {
-            authority
-                .submit("main", &format!("r{i}"), body)
-                .expect("ask");
-            authority
-                .withdraw("main", &format!("r{i}"))
-                .expect("withdrawn");
-        }
+        ask_and_withdraw(&authority, 100);
         assert_eq!(authority.retention_totals(), (0, 0));
         assert_eq!(told.lock().map(|t| t.len()).unwrap_or(0), 100);
         assert!(told.lock().is_ok_and(|t| t[0] == "main/r0"));
