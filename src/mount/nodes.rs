@@ -1,7 +1,7 @@
 //! What each inode of the mount is, and the stable inode numbers.
 
 pub use crate::session::pi_view::Folder;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -136,8 +136,9 @@ struct InodeMaps {
     counter: u64,
     keys: std::collections::hash_map::RandomState,
     /// Entries of forgotten asks' files, dropped once due unless looked up
-    /// again meanwhile: (due, number, lookup count when retired).
-    retiring: VecDeque<(Instant, u64, u64)>,
+    /// again meanwhile: (due, number), and the numbers not looked up since.
+    retiring: VecDeque<(Instant, u64)>,
+    untouched: HashSet<u64>,
 }
 
 impl std::fmt::Debug for InodeMaps {
@@ -171,6 +172,7 @@ impl Default for Inodes {
             counter: 0,
             keys: std::collections::hash_map::RandomState::new(),
             retiring: VecDeque::new(),
+            untouched: HashSet::new(),
         };
         maps.by_node.insert(Node::Root, 1);
         maps.by_ino.insert(1, (Node::Root, 1));
@@ -206,6 +208,8 @@ impl Inodes {
             *count += 1;
         }
         if !maps.retiring.is_empty() {
+            // Looked up again (the same name asked anew): not dropped.
+            maps.untouched.remove(&ino);
             maps.drop_retired(Instant::now());
         }
         ino
@@ -267,8 +271,8 @@ impl Inodes {
             let Some(&ino) = maps.by_node.get(node) else {
                 continue;
             };
-            let count = maps.by_ino.get(&ino).map_or(0, |(_, count)| *count);
-            maps.retiring.push_back((now + RETIRE_AFTER, ino, count));
+            maps.retiring.push_back((now + RETIRE_AFTER, ino));
+            maps.untouched.insert(ino);
         }
     }
 
@@ -290,17 +294,12 @@ impl InodeMaps {
     }
 
     fn drop_retired(&mut self, now: Instant) {
-        while let Some(&(due, ino, count)) = self.retiring.front() {
+        while let Some(&(due, ino)) = self.retiring.front() {
             if due > now {
                 break;
             }
             self.retiring.pop_front();
-            // Looked up again since (the same name asked anew): kept.
-            if self
-                .by_ino
-                .get(&ino)
-                .is_some_and(|(_, now_count)| *now_count <= count)
-            {
+            if self.untouched.remove(&ino) {
                 if let Some((node, _)) = self.by_ino.remove(&ino) {
                     self.by_node.remove(&node);
                 }
@@ -349,8 +348,15 @@ mod tests {
         let (req_ino, resp_ino) = (inodes.referenced(&request), inodes.referenced(&response));
         let kept_ino = inodes.referenced(&kept);
         assert_eq!(inodes.entries(), 4);
+        // `c`: the kernel held two references, drops one, looks it up again.
+        let again = Node::Response("main".into(), "c".into());
+        let again_ino = inodes.referenced(&again);
+        inodes.referenced(&again);
         inodes.retire_ask("main", "a");
         inodes.retire_ask("main", "b");
+        inodes.retire_ask("main", "c");
+        inodes.forget(again_ino, 1);
+        assert_eq!(inodes.referenced(&again), again_ino);
         // Still there until due: a cached name keeps working.
         assert_eq!(inodes.node(resp_ino), Some(response.clone()));
         // `b` is asked anew: looked up again, it stays.
@@ -361,9 +367,10 @@ mod tests {
         assert_eq!(inodes.node(req_ino), None);
         assert_eq!(inodes.node(resp_ino), None);
         assert_eq!(inodes.node(kept_ino), Some(kept));
-        assert_eq!(inodes.entries(), 2);
+        assert_eq!(inodes.node(again_ino), Some(again));
+        assert_eq!(inodes.entries(), 3);
         // A late FORGET of a dropped number is harmless.
         inodes.forget(resp_ino, 1);
-        assert_eq!(inodes.entries(), 2);
+        assert_eq!(inodes.entries(), 3);
     }
 }
