@@ -36,6 +36,8 @@ pub struct MountArgs {
 }
 
 pub fn run(args: MountArgs) -> i32 {
+    // Before any FUSE thread allocates (see retention::one_arena).
+    crate::session::retention::one_arena();
     let default_config = PathBuf::from("config/permfs.json");
     let config = args
         .config

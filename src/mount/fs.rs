@@ -101,7 +101,7 @@ enum Submit {
 
 pub struct PermFs {
     authority: Arc<Authority>,
-    inodes: Inodes,
+    inodes: Arc<Inodes>,
     uid: u32,
     gid: u32,
     started: SystemTime,
@@ -162,11 +162,17 @@ impl PermFs {
     pub fn new(authority: Arc<Authority>, audit_path: Option<std::path::PathBuf>) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        // A forgotten ask's files leave the inode table too.
+        let inodes = Arc::new(Inodes::default());
+        let retire = Arc::clone(&inodes);
+        authority.on_forget(Arc::new(move |session: &str, rid: &str| {
+            retire.retire_ask(session, rid)
+        }));
         Self {
             pi: PiViews::new(Arc::clone(&authority)),
             pi_writers: Mutex::new(std::collections::HashSet::new()),
             authority,
-            inodes: Inodes::default(),
+            inodes,
             uid,
             gid,
             started: SystemTime::now(),
@@ -680,7 +686,7 @@ impl PermFs {
             .ok()
             .and_then(|m| m.get(&fh).copied())
             .unwrap_or(false);
-        if let Some(response) = self.authority.response(&ask) {
+        if let Some(response) = self.authority.read_response(&ask) {
             if let Ok(mut served) = self.served.lock() {
                 served.insert(fh, Arc::clone(&response));
             }

@@ -1,8 +1,15 @@
 //! What each inode of the mount is, and the stable inode numbers.
 
 pub use crate::session::pi_view::Folder;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long the entries of a forgotten ask's files are kept after it is
+/// forgotten: longer than any entry TTL the mount gives (1 s), so a name
+/// the kernel still caches, and a request name used again at once, keep
+/// their number until the kernel asks anew.
+pub const RETIRE_AFTER: Duration = Duration::from_secs(3);
 
 /// Every kind of file and directory the mount shows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -128,6 +135,10 @@ struct InodeMaps {
     by_ino: HashMap<u64, (Node, u64)>,
     counter: u64,
     keys: std::collections::hash_map::RandomState,
+    /// Entries of forgotten asks' files, dropped once due unless looked up
+    /// again meanwhile: (due, number), and the numbers not looked up since.
+    retiring: VecDeque<(Instant, u64)>,
+    untouched: HashSet<u64>,
 }
 
 impl std::fmt::Debug for InodeMaps {
@@ -160,6 +171,8 @@ impl Default for Inodes {
             by_ino: HashMap::new(),
             counter: 0,
             keys: std::collections::hash_map::RandomState::new(),
+            retiring: VecDeque::new(),
+            untouched: HashSet::new(),
         };
         maps.by_node.insert(Node::Root, 1);
         maps.by_ino.insert(1, (Node::Root, 1));
@@ -190,8 +203,14 @@ impl Inodes {
     /// (lookup, create, mkdir): counts it.
     pub fn referenced(&self, node: &Node) -> u64 {
         let ino = self.ino(node);
-        if let Some((_, count)) = self.maps().by_ino.get_mut(&ino) {
+        let mut maps = self.maps();
+        if let Some((_, count)) = maps.by_ino.get_mut(&ino) {
             *count += 1;
+        }
+        if !maps.retiring.is_empty() {
+            // Looked up again (the same name asked anew): not dropped.
+            maps.untouched.remove(&ino);
+            maps.drop_retired(Instant::now());
         }
         ino
     }
@@ -226,11 +245,67 @@ impl Inodes {
             if let Some((node, _)) = maps.by_ino.remove(&ino) {
                 maps.by_node.remove(&node);
             }
+            maps.shrink_if_sparse();
         }
     }
 
     pub fn node(&self, ino: u64) -> Option<Node> {
         self.maps().by_ino.get(&ino).map(|(node, _)| node.clone())
+    }
+
+    /// The ask `rid` of `session` was forgotten: the entries of its files
+    /// (which the kernel may keep cached, sending no FORGET) are dropped
+    /// after [`RETIRE_AFTER`], unless looked up again meanwhile. A number
+    /// dropped reads `ENOENT`.
+    pub fn retire_ask(&self, session: &str, rid: &str) {
+        let now = Instant::now();
+        let mut maps = self.maps();
+        maps.drop_retired(now);
+        let (session, rid) = (session.to_string(), rid.to_string());
+        let nodes = [
+            Node::Request(session.clone(), rid.clone()),
+            Node::Response(session.clone(), rid.clone()),
+            Node::Exchange(session, rid),
+        ];
+        for node in &nodes {
+            let Some(&ino) = maps.by_node.get(node) else {
+                continue;
+            };
+            maps.retiring.push_back((now + RETIRE_AFTER, ino));
+            maps.untouched.insert(ino);
+        }
+    }
+
+    /// Entries in the table (for tests and diagnostics).
+    pub fn entries(&self) -> usize {
+        self.maps().by_ino.len()
+    }
+}
+
+impl InodeMaps {
+    /// Tables sized for a peak (10,000 pending asks' files) are shrunk once
+    /// they hold under a quarter of it: a hash table never shrinks by
+    /// itself, and its tombstones would make the next peak double it.
+    fn shrink_if_sparse(&mut self) {
+        if self.by_ino.capacity() > 4 * self.by_ino.len() + 4096 {
+            self.by_ino.shrink_to_fit();
+            self.by_node.shrink_to_fit();
+        }
+    }
+
+    fn drop_retired(&mut self, now: Instant) {
+        while let Some(&(due, ino)) = self.retiring.front() {
+            if due > now {
+                break;
+            }
+            self.retiring.pop_front();
+            if self.untouched.remove(&ino) {
+                if let Some((node, _)) = self.by_ino.remove(&ino) {
+                    self.by_node.remove(&node);
+                }
+            }
+        }
+        self.shrink_if_sparse();
     }
 }
 
@@ -262,5 +337,40 @@ mod tests {
             "stable"
         );
         assert_eq!(inodes.ino(&Node::Root), 1);
+    }
+
+    #[test]
+    fn a_forgotten_asks_entries_go_after_a_while_unless_looked_up_again() {
+        let inodes = Inodes::default();
+        let request = Node::Request("main".into(), "a".into());
+        let response = Node::Response("main".into(), "a".into());
+        let kept = Node::Response("main".into(), "b".into());
+        let (req_ino, resp_ino) = (inodes.referenced(&request), inodes.referenced(&response));
+        let kept_ino = inodes.referenced(&kept);
+        assert_eq!(inodes.entries(), 4);
+        // `c`: the kernel held two references, drops one, looks it up again.
+        let again = Node::Response("main".into(), "c".into());
+        let again_ino = inodes.referenced(&again);
+        inodes.referenced(&again);
+        inodes.retire_ask("main", "a");
+        inodes.retire_ask("main", "b");
+        inodes.retire_ask("main", "c");
+        inodes.forget(again_ino, 1);
+        assert_eq!(inodes.referenced(&again), again_ino);
+        // Still there until due: a cached name keeps working.
+        assert_eq!(inodes.node(resp_ino), Some(response.clone()));
+        // `b` is asked anew: looked up again, it stays.
+        assert_eq!(inodes.referenced(&kept), kept_ino);
+        inodes
+            .maps()
+            .drop_retired(Instant::now() + RETIRE_AFTER + Duration::from_millis(1));
+        assert_eq!(inodes.node(req_ino), None);
+        assert_eq!(inodes.node(resp_ino), None);
+        assert_eq!(inodes.node(kept_ino), Some(kept));
+        assert_eq!(inodes.node(again_ino), Some(again));
+        assert_eq!(inodes.entries(), 3);
+        // A late FORGET of a dropped number is harmless.
+        inodes.forget(resp_ino, 1);
+        assert_eq!(inodes.entries(), 3);
     }
 }

@@ -157,6 +157,8 @@ impl Response {
                     .into_bytes()
             });
             bytes.push(b'\n');
+            // Kept as long as the answer is: no spare capacity.
+            bytes.shrink_to_fit();
             bytes
         })
     }
@@ -199,6 +201,11 @@ pub struct Ask {
     /// why: a `write` can only return an errno, so the reason is shown
     /// where the person looks (the inbox entry, `pending`).
     pub last_error: Option<String>,
+    /// Bytes this ask is accounted for while kept as an answer (0: not
+    /// kept; see `retention`).
+    pub retained: usize,
+    /// Its answer was read (delivered to a reader): it may go first.
+    pub read: bool,
 }
 
 impl std::fmt::Debug for Ask {

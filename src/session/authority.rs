@@ -27,15 +27,9 @@ use std::time::{Duration, Instant};
 /// Largest request accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// How long an answered ask (and its response file) is kept before it is
-/// forgotten, unless its request is removed first.
-pub const RETAIN_ANSWERS: Duration = Duration::from_secs(600);
-
-/// Answered asks are kept within this many answers and this many bytes
-/// (estimated), the oldest going first, so the daemon's memory is bounded
-/// however fast, and however deep, asks come.
-pub const MAX_RETAINED_ANSWERS: usize = 50_000;
-pub const MAX_RETAINED_BYTES: usize = 64 << 20;
+pub use super::retention::{
+    MAX_READ_BYTES, MAX_RETAINED_ANSWERS, MAX_RETAINED_BYTES, RETAIN_ANSWERS,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthorityError {
@@ -79,10 +73,8 @@ pub(super) struct State {
     pub(super) outboxes: HashMap<(SessionId, String), AskId>,
     /// Asks not answered yet (what timeouts, inboxes and grants look at).
     pub(super) pending: std::collections::BTreeSet<AskId>,
-    /// Answered asks in the order they were answered, with their
-    /// estimated size, for retention.
-    pub(super) answered: std::collections::VecDeque<(Instant, AskId, usize)>,
-    pub(super) answered_bytes: usize,
+    /// The answered asks kept, by age, count and real bytes.
+    pub(super) retention: super::retention::Retention,
     /// The earliest deadline of a pending ask (timeouts need no scan
     /// before then).
     pub(super) next_deadline: Option<Instant>,
@@ -532,25 +524,32 @@ impl StateGuard<'_> {
         // ask's line and lock wait for one chunk at most. "Logged before
         // delivered" holds per chunk.
         let mut result = Ok(());
+        let mut delivered = 0;
         let mut answers = answers.into_iter().peekable();
         while answers.peek().is_some() {
             let chunk: Vec<Answer> = answers.by_ref().take(RELEASE_CHUNK).collect();
-            if let Err(failure) = self.commit_chunk(audit.as_deref(), chunk) {
+            let (committed, count) = self.commit_chunk(audit.as_deref(), chunk);
+            delivered += count;
+            if let Err(failure) = committed {
                 result = result.and(Err(failure));
             }
         }
+        // Once per release (not per chunk): a big one leaves tables and
+        // heap pages to give back.
+        super::retention::after_release(self.mutex, delivered);
         result
     }
 
     /// Writes the lines of `answers`, then stores and delivers them (or
-    /// their `audit_unavailable` denials when the log refused them).
+    /// their `audit_unavailable` denials when the log refused them); with
+    /// how many readers were woken.
     fn commit_chunk(
         &self,
         audit: Option<&super::audit::AuditLog>,
         mut answers: Vec<Answer>,
-    ) -> Result<(), AuditFailure> {
+    ) -> (Result<(), AuditFailure>, usize) {
         if answers.is_empty() {
-            return Ok(());
+            return (Ok(()), 0);
         }
         let written = match audit {
             // Every answer has its line, or none is delivered.
@@ -580,6 +579,11 @@ impl StateGuard<'_> {
                 Err(failure)
             }
         };
+        // Kept answers are accounted by their serialized size: made here,
+        // outside the lock (every reader serves these bytes anyway).
+        for answer in &answers {
+            let _ = answer.response.to_json();
+        }
         let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
         {
             let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
@@ -593,11 +597,14 @@ impl StateGuard<'_> {
                 } = answer;
                 // Readers that came while the line was written parked on
                 // the ask; it may also be gone (withdrawn, session ended).
+                let delivered = deliveries.len();
                 if let Some(ask) = state.asks.get_mut(&response.ask_id) {
                     ask.response = Some(Arc::clone(&response));
                     deliveries.extend(ask.waiters.drain(..).map(|w| (w, Arc::clone(&response))));
                 }
                 deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
+                let read = deliveries.len() > delivered;
+                super::retention::keep(&mut state, &response.ask_id, read);
                 if let Some(inbox) = waited_at {
                     let change = if matches!(response.decided_by, DecidedBy::User { .. }) {
                         "decided"
@@ -616,10 +623,11 @@ impl StateGuard<'_> {
                 }
             }
         }
+        let delivered = deliveries.len();
         for (waiter, response) in deliveries {
             waiter(response);
         }
-        result
+        (result, delivered)
     }
 }
 
@@ -761,7 +769,7 @@ impl Authority {
                 None,
                 None,
             );
-            state.asks.remove(ask_id);
+            super::retention::forget(&mut state, ask_id);
         }
         state
             .outboxes
@@ -899,6 +907,8 @@ impl Authority {
                 arrived_ms: None,
                 last_error: None,
                 deadline_ms: super::ask::now_ms() + timeout,
+                retained: 0,
+                read: false,
             },
         );
         state.outboxes.insert(key, ask_id.clone());
@@ -1144,11 +1154,31 @@ impl Authority {
             .asks
             .get_mut(ask_id)
             .ok_or_else(|| AuthorityError::NotFound(format!("no ask {ask_id:?}")))?;
-        if let Some(response) = &ask.response {
-            return Ok(Some(Arc::clone(response)));
+        if let Some(response) = ask.response.clone() {
+            super::retention::mark_read(&mut state, ask_id);
+            return Ok(Some(response));
         }
         ask.waiters.push(waiter);
         Ok(None)
+    }
+
+    /// The answer, for a reader of the response file: marks it read (see
+    /// [`super::retention`]).
+    pub fn read_response(&self, ask_id: &str) -> Option<Arc<Response>> {
+        let mut state = lock(&self.state);
+        let response = state.asks.get(ask_id)?.response.clone()?;
+        super::retention::mark_read(&mut state, ask_id);
+        Some(response)
+    }
+
+    /// (answers kept, their real bytes).
+    pub fn retention_totals(&self) -> (usize, usize) {
+        lock(&self.state).retention.totals()
+    }
+
+    /// Tells `hook` the `(session, rid)` of every ask forgotten from now on.
+    pub fn on_forget(&self, hook: super::retention::ForgetHook) {
+        lock(&self.state).retention.on_forget = Some(hook);
     }
 
     pub fn response(&self, ask_id: &str) -> Option<Arc<Response>> {
@@ -1174,7 +1204,7 @@ impl Authority {
             None,
             None,
         );
-        state.asks.remove(&ask_id);
+        super::retention::forget(&mut state, &ask_id);
         Ok(())
     }
 
@@ -1668,7 +1698,8 @@ impl Authority {
     pub fn expire(&self, now: Instant) -> usize {
         let mut state = lock(&self.state);
         self.expire_reviews(&mut state, now);
-        forget_old_answers(&mut state, now);
+        super::retention::forget_old_answers(&mut state, now);
+        super::retention::trim_when_idle(&mut state, now);
         if state.next_deadline.is_none_or(|deadline| now < deadline) {
             return 0;
         }
@@ -2006,7 +2037,6 @@ pub(super) fn finish(
         std::mem::take(&mut ask.hops),
     ));
     let waited_at = ask.pending_at.take();
-    let size = estimated_size(&response);
     let latency = ask.created.elapsed();
     tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
     state.after_unlock.answers.push(Answer {
@@ -2019,50 +2049,6 @@ pub(super) fn finish(
         waiters: ask.waiters.drain(..).collect(),
         waited_at,
     });
-    state
-        .answered
-        .push_back((Instant::now(), ask_id.to_string(), size));
-    state.answered_bytes += size;
-    if state.answered.len() > MAX_RETAINED_ANSWERS || state.answered_bytes > MAX_RETAINED_BYTES {
-        forget_old_answers(state, Instant::now());
-    }
-}
-
-/// A rough size of an answered ask in memory (its response and the
-/// request it keeps), enough to bound retention by bytes.
-fn estimated_size(response: &Response) -> usize {
-    let facts: usize = response
-        .facts
-        .iter()
-        .map(|f| {
-            160 + f.surface.len()
-                + f.requester_cwd.len()
-                + f.match_values.iter().map(|v| v.len() + 24).sum::<usize>()
-        })
-        .sum();
-    1024 + facts + response.hops.len() * 320
-}
-
-/// Forgets asks answered more than [`RETAIN_ANSWERS`] ago, and the oldest
-/// beyond [`MAX_RETAINED_ANSWERS`].
-fn forget_old_answers(state: &mut State, now: Instant) {
-    while let Some((answered_at, _, _)) = state.answered.front() {
-        let too_many = state.answered.len() > MAX_RETAINED_ANSWERS
-            || state.answered_bytes > MAX_RETAINED_BYTES;
-        if !too_many && now.saturating_duration_since(*answered_at) < RETAIN_ANSWERS {
-            break;
-        }
-        let Some((_, ask_id, size)) = state.answered.pop_front() else {
-            break;
-        };
-        state.answered_bytes = state.answered_bytes.saturating_sub(size);
-        if let Some(ask) = state.asks.remove(&ask_id) {
-            let key = (ask.origin, ask.rid);
-            if state.outboxes.get(&key) == Some(&ask_id) {
-                state.outboxes.remove(&key);
-            }
-        }
-    }
 }
 
 /// Adds an event to a session's stream (created on first use).

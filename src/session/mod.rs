@@ -9,6 +9,7 @@ pub mod chain;
 pub mod control;
 pub mod events;
 pub mod pi_view;
+pub mod retention;
 pub mod review;
 pub mod tree;
 
