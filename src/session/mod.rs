@@ -9,6 +9,7 @@ pub mod chain;
 pub mod control;
 pub mod decision;
 pub mod events;
+pub mod grants;
 pub mod pi_view;
 pub mod retention;
 pub mod review;
