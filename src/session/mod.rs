@@ -14,6 +14,7 @@ pub mod pi_view;
 pub mod retention;
 pub mod review;
 pub mod tree;
+pub mod views;
 
 pub use access::{Caller, Standing};
 pub use authority::{Authority, AuthorityError, Decision};
