@@ -15,6 +15,7 @@ pub mod retention;
 pub mod review;
 pub mod tree;
 pub mod views;
+pub mod walk;
 
 pub use access::{Caller, Standing};
 pub use authority::{Authority, AuthorityError, Decision};

@@ -1,0 +1,287 @@
+//! The walk: an ask raised at a session is judged there, on its fixed
+//! facts, for every agent on the asker's spawn chain, and climbs to the
+//! parent until a node allows or denies it or an adjudicating node hands
+//! it to its chain (judges, then a person or nobody). Separate from the
+//! authority because judging at a node and climbing is one concept apart
+//! from inboxes, decisions and answers; those call back into it
+//! (`judge_at`, `agents_for`, `decided_by_for`) to re-judge an ask that
+//! waits after a grant is added.
+
+use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
+use super::authority::{finish, lock, Authority, AuthorityError, State};
+use super::tree::{is_valid_name, SessionTree};
+use crate::engine::{judge, Judgment};
+use crate::facts::intent::Principal;
+use crate::facts::request::{Request, Requester};
+use crate::policy::{Origin, PermissionState, RuleLayer};
+use std::time::{Duration, Instant};
+
+impl Authority {
+    pub(super) fn raise(
+        &self,
+        session: &str,
+        rid: &str,
+        parsed: Result<Request, String>,
+    ) -> Result<AskId, AuthorityError> {
+        if !is_valid_name(rid) {
+            return Err(AuthorityError::Invalid(format!(
+                "{rid:?} is not a valid request name"
+            )));
+        }
+        let Some(origin) = lock(&self.state).tree.get(session).cloned() else {
+            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+        };
+        // Facts touch the filesystem (symlinks): fix them outside the lock.
+        let requester = Requester::with_canonical_cwd(
+            &origin.cwd,
+            origin.canonical_cwd.canonical(),
+            Principal {
+                session_id: origin.id.clone(),
+                agent_name: origin.agent.clone(),
+            },
+        );
+        let (request, facts) = match &parsed {
+            Ok(request) => (Some(request.clone()), requester.facts(&request.form)),
+            Err(_) => (None, Default::default()),
+        };
+        let timeout = self
+            .loader
+            .policy(&origin.cwd, origin.agent.as_deref())
+            .map(|p| p.settings.forwarding_timeout_ms)
+            .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
+        let mut state = lock(&self.state);
+        if state.tree.get(session).is_none() {
+            return Err(AuthorityError::NotFound(format!(
+                "session {session:?} ended"
+            )));
+        }
+        let key = (session.to_string(), rid.to_string());
+        if state.outboxes.contains_key(&key) {
+            return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
+        }
+        state.next_id += 1;
+        let ask_id = format!("{}-{}", state.next_id, rid);
+        let now = Instant::now();
+        state.asks.insert(
+            ask_id.clone(),
+            Ask {
+                id: ask_id.clone(),
+                origin: origin.id.clone(),
+                rid: rid.to_string(),
+                agent: origin.agent.clone(),
+                judged_for: Vec::new(),
+                request,
+                facts,
+                hops: Vec::new(),
+                pending_at: None,
+                response: None,
+                waiters: Vec::new(),
+                created: now,
+                deadline: now + Duration::from_millis(timeout),
+                arrived_ms: None,
+                last_error: None,
+                deadline_ms: super::ask::now_ms() + timeout,
+                retained: 0,
+                read: false,
+            },
+        );
+        state.outboxes.insert(key, ask_id.clone());
+        state.pending.insert(ask_id.clone());
+        let deadline = now + Duration::from_millis(timeout);
+        if state.next_deadline.is_none_or(|next| deadline < next) {
+            state.next_deadline = Some(deadline);
+        }
+        if let Err(reason) = parsed {
+            finish(
+                &mut state,
+                &ask_id,
+                Outcome::Invalid,
+                DecidedBy::Invalid {
+                    reason: reason.clone(),
+                },
+                Some(reason.clone()),
+                None,
+            );
+            return Err(AuthorityError::Invalid(reason));
+        }
+        self.walk(&mut state, &ask_id, &origin.id);
+        Ok(ask_id)
+    }
+
+    /// Judges the ask at `start` and climbs until something answers or an
+    /// interactive node takes it into its inbox.
+    fn walk(&self, state: &mut State, ask_id: &str, start: &str) {
+        let mut node_id = start.to_string();
+        // The agents judged for are the asker's spawn chain: the same at
+        // every hop, so found once.
+        let agents = match state.asks.get_mut(ask_id) {
+            Some(ask) => {
+                ask.judged_for = agents_for(&state.tree, &ask.origin);
+                ask.judged_for.clone()
+            }
+            None => return,
+        };
+        loop {
+            let Some(ask) = state.asks.get(ask_id) else {
+                return;
+            };
+            let Some(node) = state.tree.get(&node_id) else {
+                finish(
+                    state,
+                    ask_id,
+                    Outcome::Deny,
+                    DecidedBy::GateError {
+                        reason: format!("session {node_id:?} vanished"),
+                    },
+                    None,
+                    None,
+                );
+                return;
+            };
+            let mut families = Vec::new();
+            let (verdict, decided_by, reason) = match self.judge_at(node, &agents, ask) {
+                Ok(judgment) => {
+                    let by = decided_by_for(&judgment);
+                    families = asking_families(&judgment);
+                    (judgment.state, by, judgment.reason().map(str::to_string))
+                }
+                Err(error) => (
+                    PermissionState::Deny,
+                    DecidedBy::GateError { reason: error },
+                    None,
+                ),
+            };
+            let node_name = node.id.clone();
+            let interactive = node.interactive;
+            let parent = node.parent.clone();
+            if let Some(ask) = state.asks.get_mut(ask_id) {
+                ask.hops.push(Hop {
+                    session: node_name.clone(),
+                    verdict,
+                    decided_by: decided_by.clone(),
+                });
+            }
+            match verdict {
+                PermissionState::Allow => {
+                    finish(
+                        state,
+                        ask_id,
+                        Outcome::Allow,
+                        decided_by,
+                        None,
+                        Some(node_name),
+                    );
+                    return;
+                }
+                PermissionState::Deny => {
+                    finish(
+                        state,
+                        ask_id,
+                        Outcome::Deny,
+                        decided_by,
+                        reason,
+                        Some(node_name),
+                    );
+                    return;
+                }
+                PermissionState::Ask => match parent {
+                    Some(parent) if !interactive => node_id = parent,
+                    // This node adjudicates: its chain reviews first, then a
+                    // person (interactive) or nobody (`no_decider`).
+                    _ => {
+                        self.start_chain(state, ask_id, &node_name, families, interactive);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// The node's recorded authority on the fixed facts, for every agent
+    /// on the chain: the most restrictive judgment (first on a tie).
+    pub(super) fn judge_at(
+        &self,
+        node: &super::tree::Session,
+        agents: &[Option<String>],
+        ask: &Ask,
+    ) -> Result<Judgment, String> {
+        let mut worst: Option<Judgment> = None;
+        for agent in agents {
+            let policy = self
+                .loader
+                .policy(&node.cwd, agent.as_deref())
+                .map_err(|e| format!("policy for {:?} cannot be compiled: {e}", node.id))?;
+            let judgment = judge(&[&policy.rules, &node.compiled_grants], &ask.facts)
+                .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+            if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
+                worst = Some(judgment);
+            }
+        }
+        worst.ok_or_else(|| "no agent to judge for".into())
+    }
+}
+
+/// The agents every node judges an ask for: the asking session's own,
+/// then the agent of each session above it on its spawn chain (sessions
+/// with no agent add nothing). The most restrictive judgment wins, so a
+/// session cannot gain anywhere, not even at its own node, by being
+/// spawned under a more privileged agent's name: a spawner never lends a
+/// child more than the agents above it have. This covers the brief's rule
+/// (at a node, every agent on the chain below it) and closes the gap it
+/// leaves at the lower nodes.
+pub(super) fn agents_for(tree: &SessionTree, origin: &str) -> Vec<Option<String>> {
+    let mut agents: Vec<Option<String>> = Vec::new();
+    let mut cursor = tree.get(origin);
+    while let Some(session) = cursor {
+        let is_origin = session.id == origin;
+        if (is_origin || session.agent.is_some()) && !agents.contains(&session.agent) {
+            agents.push(session.agent.clone());
+        }
+        cursor = session.parent.as_ref().and_then(|p| tree.get(p));
+    }
+    agents
+}
+
+/// The families of the checks that left this ask unresolved here: what the
+/// chain's checkpoint looks at.
+fn asking_families(judgment: &Judgment) -> Vec<crate::facts::intent::Family> {
+    let mut families: Vec<_> = judgment
+        .checks
+        .iter()
+        .filter(|c| c.counted && c.state != PermissionState::Allow)
+        .map(|c| c.family)
+        .collect();
+    families.dedup();
+    families
+}
+
+pub(super) fn decided_by_for(judgment: &Judgment) -> DecidedBy {
+    if let Some(why) = &judgment.unjudgeable {
+        return DecidedBy::Escalated {
+            reason: why.clone(),
+        };
+    }
+    match judgment.deciding_check() {
+        Some(check) if check.layer == RuleLayer::Session => DecidedBy::SessionApproval {
+            surface: check.rule_surface.clone(),
+            pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
+        },
+        Some(check) if check.origin == Origin::Yolo => DecidedBy::Yolo {
+            pattern: check.matched_pattern.clone(),
+            command: check.command.clone(),
+            word: check.word.clone(),
+        },
+        Some(check) => DecidedBy::Rule {
+            surface: check.surface.clone(),
+            pattern: check.matched_pattern.clone(),
+            origin: check.origin,
+            command: check.command.clone(),
+            word: check.word.clone(),
+        },
+        None => DecidedBy::Escalated {
+            reason: "no surface to judge".into(),
+        },
+    }
+}
