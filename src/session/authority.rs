@@ -1,4 +1,8 @@
-//! The decision walk over the session tree (ADR 0008, DESIGN §2).
+//! The authority over the session tree (ADR 0008, DESIGN §2): its state,
+//! the lock, and the methods that start, decide, withdraw and expire asks.
+//! The walk itself is in `walk.rs`; the decision language in
+//! `decision.rs`; what a grant records in `grants.rs`; the JSON views in
+//! `views.rs`; which answers are kept in `retention.rs`.
 //!
 //! Facts are fixed once at the asking session; every node then judges them
 //! anew with its own recorded authority (config layers for its cwd plus its
