@@ -16,6 +16,8 @@ drift on a shared machine hits every column alike:
             adds three lookups per open (the mount's entry TTL is zero)
   exchange  the one-descriptor ask: open outbox/<rid> O_RDWR|O_CREAT|O_EXCL
             (dirfd), write, read the answer, close
+  withrm    dirfd plus the client's `rm` of its request (issue 10's goal:
+            <= 3.0x the baseline)
 The same Python loop on tmpfs bounds the interpreter's own overhead.
 Goal: round trip median <= 2.5x the baseline median.
 """
@@ -121,6 +123,12 @@ def main() -> int:
             os.close(fd)
             return data
 
+        def ask_dirfd_rm(rid):
+            """The two-file ask as a careful client makes it: rm of its request at the end."""
+            data = ask_dirfd(rid)
+            os.unlink(rid + ".request", dir_fd=outbox_fd)
+            return data
+
         def ask_exchange(rid):
             fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
             os.write(fd, body)
@@ -155,6 +163,8 @@ def main() -> int:
             ("paths", "round", lambda i: ask_paths(f"p{i}")),
             ("exchange", "baseline", lambda i: baseline_dirfd()),
             ("exchange", "round", lambda i: ask_exchange(f"x{i}")),
+            ("withrm", "baseline", lambda i: baseline_dirfd()),
+            ("withrm", "round", lambda i: ask_dirfd_rm(f"r{i}")),
         ]
         times = {(v, k): [] for v, k, _ in ops}
         bad = 0
@@ -169,7 +179,7 @@ def main() -> int:
                         bad += 1
         if bad:
             raise SystemExit(f"{bad} round trips were not approved")
-        results = {v: (times[(v, "baseline")], times[(v, "round")]) for v in ("dirfd", "paths", "exchange")}
+        results = {v: (times[(v, "baseline")], times[(v, "round")]) for v in ("dirfd", "paths", "exchange", "withrm")}
 
         # The daemon's own CPU per operation (user / kernel), each kind alone.
         cpu_per_op = {}
@@ -218,7 +228,7 @@ def main() -> int:
     for name, kinds in counts.items():
         detail = " ".join(f"{k}x{v}" if v > 1 else k for k, v in kinds.items())
         print(f"  {name:<17} {sum(kinds.values()):>3}: {detail}")
-    print(f"iterations: {args.iterations} (after {args.warmup} warm-up), each running all six operations")
+    print(f"iterations: {args.iterations} (after {args.warmup} warm-up), each running all eight operations")
     print(f"{'variant':<8} {'op':<10} {'median':>10} {'p99':>10} {'p99.9':>10} {'mean':>10}")
     for variant, (base_ns, ask_ns) in results.items():
         for label, values in (("baseline", base_ns), ("round", ask_ns)):
