@@ -201,30 +201,45 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_asker_arguments(parser, rounds: int) -> None:
+    """The blocked askers' shape, shared with soak.py."""
     parser.add_argument("--askers", type=int, default=10000)
     parser.add_argument("--procs", type=int, default=20)
     parser.add_argument("--children", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3, help="block-and-release rounds on one mount; medians reported")
-    parser.add_argument("--profile", action="store_true", help="perf record the daemon while everyone waits, and while the grant releases them (last round)")
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=rounds, help="block-and-release rounds on one mount")
+
+
+def asker_layout(args) -> tuple[int, int]:
+    """Threads per process, and the open-file limit raised to hold them."""
     if args.askers % args.procs:
         raise SystemExit("--askers must be a multiple of --procs")
     per_proc = args.askers // args.procs
-    nofile = b.raise_nofile(per_proc + 256)
+    return per_proc, b.raise_nofile(per_proc + 256)
+
+
+def spawn_children(m, children: int) -> list[str]:
+    """main plus `children` non-interactive children: the askers' sessions."""
+    main_fd = m.session_fd()
+    names = [f"c{i}" for i in range(children)]
+    for name in names:
+        m.spawn(main_fd, name)
+    os.close(main_fd)
+    return [str(m.main)] + [str(m.main / "children" / n) for n in names]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_asker_arguments(parser, rounds=3)
+    parser.add_argument("--profile", action="store_true", help="perf record the daemon while everyone waits, and while the grant releases them (last round)")
+    args = parser.parse_args()
+    per_proc, nofile = asker_layout(args)
     print(f"machine: {b.machine()}")
     print(f"askers: {args.askers} = {args.procs} processes x {per_proc} threads; "
           f"sessions: main + {args.children} children; RLIMIT_NOFILE {nofile}; {args.rounds} rounds")
 
     rounds = []
     with b.Mount() as m:
-        main_fd = m.session_fd()
-        names = [f"c{i}" for i in range(args.children)]
-        for name in names:
-            m.spawn(main_fd, name)
-        os.close(main_fd)
-        sessions = [str(m.main)] + [str(m.main / "children" / n) for n in names]
+        sessions = spawn_children(m, args.children)
         for r in range(1, args.rounds + 1):
             f = one_round(m, args, sessions, per_proc, r, args.profile and r == args.rounds)
             rounds.append(f)

@@ -121,19 +121,13 @@ def rule_asks(m, sessions, count: int, procs: int, round_no: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--askers", type=int, default=10000)
-    parser.add_argument("--procs", type=int, default=20)
-    parser.add_argument("--children", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=20)
+    capacity.add_asker_arguments(parser, rounds=20)
     parser.add_argument("--rule-asks", type=int, default=200000, help="rule-answered asks in all, spread over the rounds")
     parser.add_argument("--rule-procs", type=int, default=4)
     parser.add_argument("--sample-ms", type=float, default=100.0)
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of idle before the last reading")
     args = parser.parse_args()
-    if args.askers % args.procs:
-        raise SystemExit("--askers must be a multiple of --procs")
-    per_proc = args.askers // args.procs
-    nofile = b.raise_nofile(per_proc + 256)
+    per_proc, nofile = capacity.asker_layout(args)
     print(f"machine: {b.machine()}")
     print(
         f"soak: {args.rounds} rounds of {args.askers} blocked askers ({args.procs} processes) released by one grant, "
@@ -146,12 +140,7 @@ def main() -> int:
     with b.Mount() as m:
         sampler = Sampler(m.pid, args.sample_ms / 1000.0)
         sampler.start()
-        main_fd = m.session_fd()
-        names = [f"c{i}" for i in range(args.children)]
-        for name in names:
-            m.spawn(main_fd, name)
-        os.close(main_fd)
-        sessions = [str(m.main)] + [str(m.main / "children" / n) for n in names]
+        sessions = capacity.spawn_children(m, args.children)
         start_rss = sampler.rss()
         per_round = args.rule_asks // args.rounds
         for r in range(1, args.rounds + 1):
