@@ -4,7 +4,7 @@
 //! answer (or the interrupt watcher) takes, so no thread waits per asker.
 
 use super::caller::Namespaces;
-use super::nodes::{Folder, Inodes, Node};
+use super::nodes::{Folder, Inodes, Node, Owner};
 use super::parking::{Parked, ParkedRead};
 use crate::session::ask::Response;
 use crate::session::control::ControlCommand;
@@ -275,38 +275,21 @@ impl PermFs {
     /// daemon checks the exact uid and namespace on every call that looks
     /// inside, asks, spawns or decides.
     fn ownership(&self, node: &Node) -> (u32, u16) {
-        let session = node.session();
-        let (asker, decider) = session
-            .and_then(|s| {
-                self.authority
-                    .with_tree(|t| t.get(s).map(|x| (x.asker_uid, x.decider_uid)))
-            })
-            .map(|(asker, decider)| (asker, decider.unwrap_or(self.uid)))
-            .unwrap_or((self.uid, self.uid));
-        match node {
-            Node::Root | Node::SessionsDir => (self.uid, 0o755),
-            Node::Readme => (self.uid, 0o444),
-            Node::AuditLog | Node::JudgeNext(_) | Node::JudgeLease(_) => (self.uid, 0o400),
-            Node::JudgesDir | Node::JudgeDir(_) => (self.uid, 0o700),
-            Node::JudgeVerdict(_) => (self.uid, 0o200),
-            Node::SessionDir(_) => (asker, 0o755),
-            Node::SessionJson(_) | Node::RulesJson(_) => (asker, 0o444),
-            Node::Ctl(_) => (asker, 0o220),
-            Node::Query(_) | Node::Request(..) | Node::Exchange(..) => (asker, 0o660),
-            Node::Response(..) => (asker, 0o440),
-            Node::OutboxDir(_) => (asker, 0o770),
-            Node::ChildrenDir(_) => (asker, 0o775),
-            Node::InboxDir(_) => (decider, 0o750),
-            Node::InboxItem(..) => (decider, 0o660),
-            Node::Events(_) | Node::Pending(_) => (decider, 0o440),
-            Node::GrantsDir(_) => (decider, 0o775),
-            Node::Grant(..) => (decider, 0o444),
-            Node::PiDir(_) | Node::PiSessions(_) | Node::PiTarget(..) | Node::PiFolder(..) => {
-                (asker, 0o770)
-            }
-            Node::PiRequest(..) => (asker, 0o660),
-            Node::PiResponse(..) => (asker, 0o440),
-        }
+        let owner = match node.owner() {
+            Owner::MountOwner => self.uid,
+            side => node
+                .session()
+                .and_then(|s| {
+                    self.authority
+                        .with_tree(|t| t.get(s).map(|x| (x.asker_uid, x.decider_uid)))
+                })
+                .map(|(asker, decider)| match side {
+                    Owner::Decider => decider.unwrap_or(self.uid),
+                    _ => asker,
+                })
+                .unwrap_or(self.uid),
+        };
+        (owner, node.mode())
     }
 
     /// The calling process, with whether it shares the daemon's mount
@@ -342,8 +325,7 @@ impl PermFs {
     /// check is not used (see `docs/security.md`), so this is what keeps a
     /// stranger from even learning which asks exist.
     fn check_search(&self, req: &Request, dir: &Node) -> Result<(), Errno> {
-        let (_, mode) = self.ownership(dir);
-        if mode & 0o001 != 0 {
+        if dir.mode() & 0o001 != 0 {
             return Ok(());
         }
         self.check_open(req, dir)

@@ -97,6 +97,56 @@ impl Node {
         }
     }
 
+    /// Whose the node is: the bindings as file ownership (see
+    /// `PermFs::ownership`, which turns this into a uid).
+    pub fn owner(&self) -> Owner {
+        match self {
+            Node::Root
+            | Node::SessionsDir
+            | Node::Readme
+            | Node::AuditLog
+            | Node::JudgesDir
+            | Node::JudgeDir(_)
+            | Node::JudgeNext(_)
+            | Node::JudgeVerdict(_)
+            | Node::JudgeLease(_) => Owner::MountOwner,
+            Node::InboxDir(_)
+            | Node::InboxItem(..)
+            | Node::Events(_)
+            | Node::Pending(_)
+            | Node::GrantsDir(_)
+            | Node::Grant(..) => Owner::Decider,
+            _ => Owner::Asker,
+        }
+    }
+
+    /// The mode `ls -l` shows: fixed by the kind of node, so the checks
+    /// that need only the mode (may others search this directory?) take
+    /// no lock.
+    pub fn mode(&self) -> u16 {
+        match self {
+            Node::Root | Node::SessionsDir | Node::SessionDir(_) => 0o755,
+            Node::Readme | Node::SessionJson(_) | Node::RulesJson(_) | Node::Grant(..) => 0o444,
+            Node::AuditLog | Node::JudgeNext(_) | Node::JudgeLease(_) => 0o400,
+            Node::JudgesDir | Node::JudgeDir(_) => 0o700,
+            Node::JudgeVerdict(_) => 0o200,
+            Node::Ctl(_) => 0o220,
+            Node::Query(_)
+            | Node::Request(..)
+            | Node::Exchange(..)
+            | Node::InboxItem(..)
+            | Node::PiRequest(..) => 0o660,
+            Node::Response(..) | Node::Events(_) | Node::Pending(_) | Node::PiResponse(..) => 0o440,
+            Node::OutboxDir(_)
+            | Node::PiDir(_)
+            | Node::PiSessions(_)
+            | Node::PiTarget(..)
+            | Node::PiFolder(..) => 0o770,
+            Node::ChildrenDir(_) | Node::GrantsDir(_) => 0o775,
+            Node::InboxDir(_) => 0o750,
+        }
+    }
+
     pub fn is_dir(&self) -> bool {
         matches!(
             self,
@@ -115,6 +165,17 @@ impl Node {
                 | Node::JudgeDir(_)
         )
     }
+}
+
+/// Which binding owns a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The daemon's own uid: the tree, the audit log, the judges.
+    MountOwner,
+    /// The session's asker: its outbox, ctl, query, children, pi view.
+    Asker,
+    /// The session's decider (the mount owner when none is bound).
+    Decider,
 }
 
 /// Inode numbers handed out on first sight and kept while the kernel holds
