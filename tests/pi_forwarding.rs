@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{eventually, listing_of, Daemon};
 use serde_json::Value;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -57,27 +57,10 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&text).expect("JSON")
 }
 
-fn audit_lines(daemon: &Daemon) -> Vec<Value> {
-    std::fs::read_to_string(daemon.audit_file())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("listed")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_rule_answers_at_the_rename_and_the_response_appears_complete() {
     let daemon = daemon_with_child(CONFIG);
-    assert_eq!(names(&pi(&daemon)), vec!["sessions"]);
+    assert_eq!(listing_of(&pi(&daemon)), vec!["sessions"]);
     let dir = target_dir(&daemon, "main%2Fparent");
     // `mkdir -p` again is harmless; a plain `mkdir` says it exists.
     std::fs::create_dir_all(dir.join("requests")).expect("mkdir -p again");
@@ -87,10 +70,10 @@ fn a_rule_answers_at_the_rename_and_the_response_appears_complete() {
     );
     forward(&dir, "1-ok-7", &body("1-ok-7", "bash", "git status")).expect("forwarded");
     assert!(
-        names(&dir.join("requests")).is_empty(),
+        listing_of(&dir.join("requests")).is_empty(),
         "the request is gone once answered"
     );
-    assert_eq!(names(&dir.join("responses")), vec!["1-ok-7.json"]);
+    assert_eq!(listing_of(&dir.join("responses")), vec!["1-ok-7.json"]);
     let answer = json(&dir.join("responses/1-ok-7.json"));
     assert_eq!(answer["approved"], true);
     assert_eq!(answer["state"], "approved");
@@ -124,9 +107,9 @@ fn a_rule_answers_at_the_rename_and_the_response_appears_complete() {
     std::fs::remove_dir(dir.join("requests")).expect("requests removed");
     std::fs::remove_dir(dir.join("responses")).expect("responses removed");
     std::fs::remove_dir(&dir).expect("target removed");
-    assert!(names(&pi(&daemon).join("sessions")).is_empty());
+    assert!(listing_of(&pi(&daemon).join("sessions")).is_empty());
     // The forgotten asks left the outbox too.
-    assert!(names(&daemon.session("main/c").join("outbox")).is_empty());
+    assert!(listing_of(&daemon.session("main/c").join("outbox")).is_empty());
 }
 
 #[test]
@@ -142,7 +125,7 @@ fn a_pending_ask_has_no_response_until_decided_and_unlinking_it_withdraws() {
     eventually("the ask waits in main's inbox", || {
         daemon.inbox("main").len() == 1
     });
-    assert_eq!(names(&dir.join("requests")), vec!["3-make-7.json"]);
+    assert_eq!(listing_of(&dir.join("requests")), vec!["3-make-7.json"]);
     assert_eq!(
         std::fs::metadata(dir.join("responses/3-make-7.json"))
             .map(drop)
@@ -165,7 +148,7 @@ fn a_pending_ask_has_no_response_until_decided_and_unlinking_it_withdraws() {
     // pi gives up (its timeout): unlinking the request withdraws the ask.
     std::fs::remove_file(dir.join("requests/3-make-7.json")).expect("withdrawn");
     eventually("the ask left the inbox", || daemon.inbox("main").is_empty());
-    let line = audit_lines(&daemon).pop().expect("an audit line");
+    let line = daemon.audit_lines().pop().expect("an audit line");
     assert_eq!(line["outcome"], "cancelled");
     assert_eq!(line["session"], "main/c");
     assert_eq!(line["forwarded"]["target"], "main");
@@ -198,7 +181,7 @@ fn identity_is_the_view_and_a_body_that_names_nothing_waits_for_a_person() {
     assert_eq!(answer["state"], "denied_with_reason");
     assert_eq!(answer["denialReason"], "not today");
     assert_eq!(answer["responderSessionId"], "main");
-    let line = audit_lines(&daemon).pop().expect("an audit line");
+    let line = daemon.audit_lines().pop().expect("an audit line");
     assert_eq!(line["session"], "main/c");
     assert_eq!(line["forwarded"]["requesterSessionId"], "main");
 
@@ -278,7 +261,7 @@ fn another_uid_cannot_use_the_view_and_a_sandbox_asks_only_as_itself() {
         .expect("setpriv runs");
     let text = String::from_utf8_lossy(&stranger.stdout);
     assert!(text.matches("Permission denied").count() >= 2, "{text}");
-    assert!(names(&view.join("sessions")).is_empty());
+    assert!(listing_of(&view.join("sessions")).is_empty());
 
     // Root in a private mount namespace holding only `main/c`: the view
     // answers it as `main/c`, and only as an asker.
@@ -306,7 +289,7 @@ fn another_uid_cannot_use_the_view_and_a_sandbox_asks_only_as_itself() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(text.trim_end().ends_with("refused"), "{text}");
-    let line = audit_lines(&daemon).pop().expect("an audit line");
+    let line = daemon.audit_lines().pop().expect("an audit line");
     assert_eq!(line["session"], "main/c");
 }
 
@@ -443,7 +426,7 @@ fn pi_s_own_forwarding_client_asks_through_the_view() {
     decide(&daemon, "allow session");
     let result = finish_client(child);
     assert_eq!(result["decision"]["state"], "approved", "{result}");
-    let grants = names(&daemon.session("main").join("grants"));
+    let grants = listing_of(&daemon.session("main").join("grants"));
     assert_eq!(grants.len(), 1, "{grants:?}");
     let grant = json(&daemon.session("main").join("grants").join(&grants[0]));
     assert_eq!(grant["rules"][0]["surface"], "bash", "{grant}");
@@ -460,8 +443,8 @@ fn pi_s_own_forwarding_client_asks_through_the_view() {
     assert!(daemon.inbox("main").is_empty());
 
     // Every exchange cleaned up after itself.
-    assert!(names(&view.join("sessions")).is_empty());
-    let lines = audit_lines(&daemon);
+    assert!(listing_of(&view.join("sessions")).is_empty());
+    let lines = daemon.audit_lines();
     assert!(lines.len() >= 5);
     for line in &lines {
         assert_eq!(line["session"], "main/c");
@@ -489,9 +472,9 @@ fn pi_s_client_is_denied_when_permfs_times_out() {
         "{result}"
     );
     assert!(started.elapsed() < Duration::from_secs(60));
-    let line = audit_lines(&daemon).pop().expect("an audit line");
+    let line = daemon.audit_lines().pop().expect("an audit line");
     assert_eq!(line["outcome"], "timeout");
-    assert!(names(&pi(&daemon).join("sessions")).is_empty());
+    assert!(listing_of(&pi(&daemon).join("sessions")).is_empty());
 }
 
 #[test]
@@ -536,9 +519,9 @@ fn pi_s_client_in_permfs_run_asks_as_its_sandboxed_session() {
         .unwrap_or_else(|e| panic!("client output {stdout:?}: {e}"));
     assert_eq!(result["decision"]["approved"], true, "{result}");
     assert_eq!(result["decision"]["responderSessionId"], "main/boxed");
-    let line = audit_lines(&daemon).pop().expect("an audit line");
+    let line = daemon.audit_lines().pop().expect("an audit line");
     assert_eq!(line["session"], "main/boxed");
     assert_eq!(line["forwarded"]["requesterSessionId"], "boxed-pi");
     // The session ended with the command.
-    assert!(names(&daemon.session("main").join("children")).is_empty());
+    assert!(listing_of(&daemon.session("main").join("children")).is_empty());
 }

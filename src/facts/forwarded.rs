@@ -19,7 +19,7 @@
 //! value names nothing a rule could judge and floors to `ask`, as the
 //! reference's serving node floors it.
 
-use super::request::{AskForm, Request};
+use super::request::{is_built_in_path_tool, AskForm, Request};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -44,10 +44,6 @@ pub struct Provenance {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
-
-/// Tools whose forwarded `value` is the tool call's own argument: judged
-/// as that tool call, with all of permfs's gates.
-const TOOL_CALL_SURFACES: &[&str] = &["bash", "read", "write", "edit", "find", "grep", "ls"];
 
 /// Reads a forwarded request body written in the view directory `target`.
 ///
@@ -94,7 +90,9 @@ pub fn parse(body: &[u8], target: &str) -> Result<Request, String> {
 }
 
 fn form_for(surface: String, value: String) -> AskForm {
-    if !TOOL_CALL_SURFACES.contains(&surface.as_str()) {
+    // `bash` and the built-in path tools forward their own argument:
+    // judged as that tool call, with all of permfs's gates.
+    if surface != "bash" && !is_built_in_path_tool(&surface) {
         return AskForm::Surface { surface, value };
     }
     let input = if surface == "bash" {

@@ -426,7 +426,7 @@ impl Requester {
             "write" => Some("_write"),
             _ => None,
         };
-        let built_in_path_tool = matches!(tool, "read" | "write" | "edit" | "grep" | "find" | "ls");
+        let built_in_path_tool = is_built_in_path_tool(tool);
         let path_input = if tool == "mcp" {
             input
                 .get("arguments")
@@ -503,6 +503,11 @@ impl Requester {
         }
         intents
     }
+}
+
+/// The agent's own file tools, whose `path` input the gates read.
+pub fn is_built_in_path_tool(tool: &str) -> bool {
+    matches!(tool, "read" | "write" | "edit" | "grep" | "find" | "ls")
 }
 
 fn non_empty_string(value: Option<&Value>) -> Option<String> {

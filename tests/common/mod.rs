@@ -119,12 +119,16 @@ impl Daemon {
     /// The names in one of a session's directories (`inbox`, `outbox`,
     /// `children`, …), sorted.
     pub fn listing(&self, session: &str, dir: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.session(session).join(dir))
-            .unwrap_or_else(|e| panic!("{session}/{dir} listed: {e}"))
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
+        listing_of(&self.session(session).join(dir))
+    }
+
+    /// Every audit line written so far, parsed (unparsable lines skipped).
+    pub fn audit_lines(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.audit_file())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -156,6 +160,16 @@ impl Drop for Daemon {
                 .status();
         }
     }
+}
+
+/// A directory's names, sorted.
+pub fn listing_of(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{} listed: {e}", dir.display()))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Waits until `f` holds, or panics with `what`.
