@@ -144,6 +144,8 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
                 ),
             ),
             ("exchange", format!("exec 3<> {m}/outbox/y")),
+            ("ask-file", format!("exec 3<> {m}/ask")),
+            ("ask-file-read", format!("cat {m}/ask")),
             ("list-outbox", format!("ls {m}/outbox")),
             ("read-response", format!("cat {m}/outbox/p.response")),
             ("withdraw", format!("rm {m}/outbox/p.request")),
@@ -192,6 +194,8 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
         "mkdir",
         "ask",
         "exchange",
+        "ask-file",
+        "ask-file-read",
         "list-outbox",
         "read-response",
         "withdraw",
@@ -369,6 +373,11 @@ fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
                 "exchange",
                 "exec 3<> outbox/x; echo '{\"surface\":\"bash\",\"value\":\"git log\"}' >&3; grep -q '\"approved\": true' <&3".into(),
             ),
+            // The `ask` file asks as the session it sits in.
+            (
+                "ask-file",
+                "exec 3<> ask; echo '{\"surface\":\"bash\",\"value\":\"git log\"}' >&3; grep -q '\"sessionId\": \"main/boxed\"' <&3".into(),
+            ),
             ("list-inbox", "ls inbox".into()),
             ("read-own-ask", format!("cat inbox/{ask}")),
             ("self-approve", format!("echo allow > inbox/{ask}")),
@@ -395,6 +404,7 @@ fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
     assert_ok(&outcomes, "ask");
     assert_ok(&outcomes, "answer");
     assert_ok(&outcomes, "exchange");
+    assert_ok(&outcomes, "ask-file");
     assert_ok(&outcomes, "plain-child");
     for label in [
         "list-inbox",

@@ -1,6 +1,6 @@
-//! The one-descriptor ask (`outbox/<rid>`, no suffix): open it with
-//! `O_RDWR|O_CREAT|O_EXCL`, write the request, read the answer from the
-//! same descriptor, close. Driven from separate processes (python3 and a
+//! The one-descriptor ask: open `outbox/<rid>` (no suffix) with
+//! `O_RDWR|O_CREAT|O_EXCL`, or the session's `ask` file with `O_RDWR`;
+//! write the request, read the answer from the same descriptor, close. Driven from separate processes (python3 and a
 //! shell), as clients would.
 
 mod common;
@@ -154,4 +154,166 @@ fn an_exchange_name_in_use_is_eexist_and_written_only_by_its_descriptor() {
     );
     drop(holder);
     assert!(outbox_is_empty(&daemon), "closed unread: nothing was asked");
+}
+
+/// A python3 client of the session's `ask` file: no name to choose, and
+/// the file's name is cached by the kernel, so the ask costs no lookup.
+const ASK_FILE_CLIENT: &str = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, sys.argv[2].encode())
+answer = b""
+while True:
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        break
+    answer += chunk
+os.close(fd)
+sys.stdout.write(answer.decode())
+"#;
+
+fn ask_through_file(path: &std::path::Path, request: &str) -> serde_json::Value {
+    let output = Command::new(python())
+        .args(["-c", ASK_FILE_CLIENT])
+        .arg(path)
+        .arg(request)
+        .output()
+        .expect("python3 runs");
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).expect("the answer is JSON")
+}
+
+#[test]
+fn the_ask_file_takes_one_ask_per_open_under_a_name_of_its_own() {
+    let daemon = Daemon::start(CONFIG, None);
+    let file = daemon.session("main").join("ask");
+    let allowed = ask_through_file(&file, r#"{"surface":"bash","value":"git status"}"#);
+    assert_eq!(allowed["approved"], true);
+    assert_eq!(allowed["decidedBy"]["kind"], "rule");
+    let denied = ask_through_file(&file, r#"{"surface":"bash","value":"rm -rf /"}"#);
+    assert_eq!(denied["outcome"], "deny");
+    let invalid = ask_through_file(&file, "{not json");
+    assert_eq!(invalid["outcome"], "invalid");
+    assert!(outbox_is_empty(&daemon), "each ask was forgotten at close");
+
+    // From a shell, as the mount's README shows it.
+    let script = format!(
+        "exec 3<> '{}'; echo '{{\"surface\":\"bash\",\"value\":\"git log\"}}' >&3; cat <&3; exec 3<&-",
+        file.display()
+    );
+    let output = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash runs");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["approved"], true, "{output:?}");
+
+    // Read-only it explains itself; write-only could never read an answer.
+    let help = std::fs::read_to_string(&file).expect("readable");
+    assert!(help.contains("exec 3<> ask"), "{help}");
+    let write_only = std::fs::OpenOptions::new().write(true).open(&file);
+    assert_eq!(
+        write_only.map_err(|e| e.raw_os_error()).err(),
+        Some(Some(libc::EINVAL))
+    );
+
+    // Two asks waiting at once: two names, each shown in the outbox, each
+    // answered on its own descriptor.
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w").expect("spawned");
+    let file = daemon.session("main/w").join("ask");
+    let askers: Vec<_> = ["make", "make install"]
+        .into_iter()
+        .map(|command| {
+            let file = file.clone();
+            let request = format!(r#"{{"surface":"bash","value":"{command}"}}"#);
+            std::thread::spawn(move || ask_through_file(&file, &request))
+        })
+        .collect();
+    eventually("both asks wait in main's inbox", || {
+        daemon.inbox("main").len() == 2
+    });
+    let names = outbox(&daemon, "main/w");
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(
+        names.iter().all(|n| n.starts_with("ask-")),
+        "daemon-chosen names: {names:?}"
+    );
+    for entry in daemon.inbox("main") {
+        let path = daemon.session("main").join("inbox").join(entry);
+        std::fs::write(path, "allow").expect("decided");
+    }
+    for asker in askers {
+        let answer = asker.join().expect("the asker returns");
+        assert_eq!(answer["approved"], true);
+        assert_eq!(answer["decidedBy"]["kind"], "user");
+    }
+    eventually("both were forgotten at close", || {
+        outbox(&daemon, "main/w").is_empty()
+    });
+}
+
+/// Opens `ask`, writes `parts` one by one (pausing after each), and reports
+/// on stdout, a line per event, what the descriptor did.
+const STEPWISE_CLIENT: &str = r#"
+import os, select, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_NONBLOCK)
+for part in sys.argv[2:]:
+    os.write(fd, part.encode())
+    print("wrote", flush=True)
+    time.sleep(0.3)
+try:
+    os.read(fd, 65536)
+    print("answered at once", flush=True)
+except BlockingIOError:
+    print("EAGAIN", flush=True)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while not poller.poll(10000):
+        pass
+answer = b""
+while True:
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        break
+    answer += chunk
+print(answer.decode().replace("\n", " "), flush=True)
+os.close(fd)
+"#;
+
+#[test]
+fn a_complete_write_asks_before_the_first_read_and_a_partial_one_does_not() {
+    use std::io::BufRead;
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn w").expect("spawned");
+    let mut child = Command::new(python())
+        .args(["-c", STEPWISE_CLIENT])
+        .arg(daemon.session("main/w").join("ask"))
+        .args([r#"{"surface": "bash", "#, r#""value": "make"}"#])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || lines.next().and_then(Result::ok).unwrap_or_default();
+    assert_eq!(next(), "wrote");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "half a request asks nothing"
+    );
+    assert_eq!(next(), "wrote");
+    eventually("the completed request asked, with no read yet", || {
+        daemon.inbox("main").len() == 1
+    });
+    assert_eq!(next(), "EAGAIN", "non-blocking: no answer yet");
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    std::fs::write(entry, "allow").expect("decided");
+    let answer: serde_json::Value = serde_json::from_str(&next()).expect("the answer");
+    assert_eq!(answer["approved"], true, "poll woke the reader");
+    assert!(child.wait().expect("exits").success());
+    eventually("forgotten at close", || {
+        outbox(&daemon, "main/w").is_empty()
+    });
 }

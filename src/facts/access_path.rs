@@ -161,6 +161,9 @@ pub fn canonical_cwd(cwd: &str) -> String {
 #[derive(Debug)]
 pub struct CwdCache {
     cwd: String,
+    /// The home directory `~` means for this session (the daemon's, read
+    /// once rather than from the environment on every ask).
+    home: String,
     known: std::sync::Mutex<Option<(String, (u64, u64))>>,
 }
 
@@ -177,8 +180,18 @@ impl CwdCache {
     pub fn new(cwd: &str) -> Self {
         Self {
             cwd: absolute_cwd(cwd),
+            home: super::path_text::home_dir(),
             known: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The cwd as written, made absolute and normalized.
+    pub fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    pub fn home(&self) -> &str {
+        &self.home
     }
 
     /// The canonical cwd, as [`canonical_cwd`] gives it now.
@@ -197,6 +210,62 @@ impl CwdCache {
             *slot = fresh;
         }
         canonical
+    }
+}
+
+/// A canonical cwd found at most once per ask, and only when a fact needs
+/// it: an ask whose facts hold no path (most bash lines, every plain
+/// surface) costs no `stat` of the cwd.
+#[derive(Debug, Clone)]
+pub struct CanonicalCwd {
+    found: std::sync::OnceLock<String>,
+    source: CanonicalSource,
+}
+
+#[derive(Debug, Clone)]
+enum CanonicalSource {
+    Known,
+    Session(std::sync::Arc<CwdCache>),
+    Lookup(String),
+}
+
+impl CanonicalCwd {
+    /// Already known.
+    pub fn known(canonical: String) -> Self {
+        Self {
+            found: std::sync::OnceLock::from(canonical),
+            source: CanonicalSource::Known,
+        }
+    }
+
+    /// From a session's cache, when first needed.
+    pub fn of_session(cache: std::sync::Arc<CwdCache>) -> Self {
+        Self {
+            found: std::sync::OnceLock::new(),
+            source: CanonicalSource::Session(cache),
+        }
+    }
+
+    /// Looked up from an absolute `cwd`, when first needed.
+    pub fn of(cwd: &str) -> Self {
+        Self {
+            found: std::sync::OnceLock::new(),
+            source: CanonicalSource::Lookup(cwd.to_string()),
+        }
+    }
+
+    pub fn get(&self) -> &str {
+        self.found.get_or_init(|| match &self.source {
+            CanonicalSource::Known => String::new(),
+            CanonicalSource::Session(cache) => cache.canonical(),
+            CanonicalSource::Lookup(cwd) => canonical_cwd(cwd),
+        })
+    }
+}
+
+impl From<&str> for CanonicalCwd {
+    fn from(canonical: &str) -> Self {
+        Self::known(canonical.to_string())
     }
 }
 

@@ -5,11 +5,12 @@
 //! shape for a client that computed them in its own mount namespace. Facts
 //! are fixed here, at the asking session, with its cwd.
 
-use super::access_path::{canonical_cwd, AccessPath};
+use super::access_path::{AccessPath, CanonicalCwd, CwdCache};
 use super::bash::bash_paths;
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{absolute_cwd, home_dir};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// How the asker described the action.
 #[derive(Debug, Clone, PartialEq)]
@@ -262,7 +263,7 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
 #[derive(Debug, Clone)]
 pub struct Requester {
     pub cwd: String,
-    canonical_cwd: String,
+    canonical_cwd: CanonicalCwd,
     home: String,
     pub principal: Principal,
 }
@@ -282,16 +283,21 @@ impl Requester {
     /// cwds are absolute, so the mount never asks the kernel for it).
     pub fn new(cwd: &str, principal: Principal) -> Self {
         let cwd = absolute_cwd(cwd);
-        Self::with_canonical_cwd(&cwd, canonical_cwd(&cwd), principal)
+        Self {
+            canonical_cwd: CanonicalCwd::of(&cwd),
+            cwd,
+            home: home_dir(),
+            principal,
+        }
     }
 
-    /// A requester whose canonical cwd is already known (a session's
-    /// [`crate::facts::access_path::CwdCache`]).
-    pub fn with_canonical_cwd(cwd: &str, canonical_cwd: String, principal: Principal) -> Self {
+    /// A session asking: its cwd, home and canonical cwd come from its
+    /// [`CwdCache`], the canonical form only if a fact needs it.
+    pub fn of_session(place: &Arc<CwdCache>, principal: Principal) -> Self {
         Self {
-            canonical_cwd,
-            cwd: absolute_cwd(cwd),
-            home: home_dir(),
+            cwd: place.cwd().to_string(),
+            home: place.home().to_string(),
+            canonical_cwd: CanonicalCwd::of_session(Arc::clone(place)),
             principal,
         }
     }
@@ -441,7 +447,7 @@ impl Requester {
         if let Some(path) = &path {
             let suffix = direction.unwrap_or("");
             intents.push(self.path_intent(&format!("path{suffix}"), path));
-            if path.is_outside(&self.canonical_cwd) {
+            if path.is_outside(self.canonical_cwd.get()) {
                 intents.push(self.path_intent(&format!("external_directory{suffix}"), path));
             }
         }

@@ -66,6 +66,12 @@ type Listing = Vec<(String, FileType, u64)>;
 const QUERY_HELP: &[u8] = b"write a request here and read the verdict on the same descriptor \
 (exec 3<> query; echo '{...}' >&3; cat <&3): each open file keeps its own dry run\n";
 
+/// What a read-only handle on `ask` shows.
+const ASK_HELP: &[u8] =
+    b"open read-write, write a request, read the answer on the same descriptor \
+(exec 3<> ask; echo '{...}' >&3; cat <&3; exec 3<&-): each open is an ask of its own, \
+shown in outbox/ as ask-<n> while it waits, forgotten at close\n";
+
 /// A dry-run answer kept for one open `query` file. Reads are counted
 /// from where the first read after the write started, so `cat <&3` after
 /// `echo … >&3` (whose offset is past the written request) sees it whole.
@@ -84,8 +90,50 @@ struct Draft {
     submitted: bool,
     /// A write went past the size limit: the request is refused whole.
     oversized: bool,
-    /// The one-descriptor form: asked at the first read, forgotten at close.
+    /// The one-descriptor form: asked at its first complete write (or its
+    /// first read), forgotten at close.
     exchange: bool,
+    /// Set while an exchange's request, complete at a write, is being
+    /// raised on the writer's thread after the write was answered.
+    raising: Option<Raising>,
+}
+
+/// Who came to an exchange while its ask was still being raised: they are
+/// served when the raise ends (see [`PermFs::raise_written`]).
+#[derive(Default)]
+struct Raising {
+    readers: Vec<EarlyRead>,
+    pollers: Vec<PollNotifier>,
+    /// The descriptor was closed meanwhile: the ask is withdrawn once raised.
+    closed: bool,
+}
+
+impl std::fmt::Debug for Raising {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Raising")
+            .field("readers", &self.readers.len())
+            .field("pollers", &self.pollers.len())
+            .field("closed", &self.closed)
+            .finish()
+    }
+}
+
+/// A read that arrived before its exchange's ask existed.
+struct EarlyRead {
+    pid: u32,
+    offset: u64,
+    size: u32,
+    reply: ReplyData,
+}
+
+/// A request written whole: one JSON object, so an exchange may raise it
+/// before its first read (a client writing in pieces is raised at its
+/// read, as before).
+fn is_complete_request(data: &[u8]) -> bool {
+    let text = data.trim_ascii();
+    text.first() == Some(&b'{')
+        && text.last() == Some(&b'}')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// What made a draft's request go in.
@@ -106,6 +154,8 @@ pub struct PermFs {
     gid: u32,
     started: SystemTime,
     next_fh: AtomicU64,
+    /// Numbers the asks made through `ask` files (`ask-<n>`).
+    next_ask: AtomicU64,
     drafts: Mutex<HashMap<u64, Draft>>,
     /// Open response handles opened with O_NONBLOCK.
     nonblocking: Mutex<HashMap<u64, bool>>,
@@ -177,6 +227,7 @@ impl PermFs {
             gid,
             started: SystemTime::now(),
             next_fh: AtomicU64::new(1),
+            next_ask: AtomicU64::new(1),
             drafts: Mutex::new(HashMap::new()),
             nonblocking: Mutex::new(HashMap::new()),
             exchange_base: Mutex::new(HashMap::new()),
@@ -218,6 +269,168 @@ impl PermFs {
             // A session's fixed files and directories live as long as it.
             other => other.session().is_some_and(|s| self.session_exists(s)),
         }
+    }
+
+    /// Opening `ask` read-write starts an exchange under a name of the
+    /// daemon's choosing (`ask-<n>`, never one the outbox holds). Read-only,
+    /// the handle shows how to use the file; write-only could never read
+    /// its answer, so it is refused.
+    fn open_ask(&self, session: &str, fh: u64, flags: i32, reply: ReplyOpen) {
+        let open_flags = FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH;
+        match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => return reply.opened(FileHandle(fh), open_flags),
+            libc::O_WRONLY => return reply.error(Errno::EINVAL),
+            _ => {}
+        }
+        let Ok(mut drafts) = self.drafts.lock() else {
+            return reply.error(Errno::EIO);
+        };
+        let rid = loop {
+            let n = self.next_ask.fetch_add(1, Ordering::Relaxed);
+            let rid = format!("ask-{n}");
+            let taken = self.authority.outbox_contains(session, &rid)
+                || drafts
+                    .values()
+                    .any(|d| d.session == session && d.rid == rid);
+            if !taken {
+                break rid;
+            }
+        };
+        drafts.insert(
+            fh,
+            Draft {
+                session: session.to_string(),
+                rid,
+                data: Vec::new(),
+                submitted: false,
+                oversized: false,
+                exchange: true,
+                raising: None,
+            },
+        );
+        drop(drafts);
+        if let Ok(mut map) = self.nonblocking.lock() {
+            map.insert(fh, flags & libc::O_NONBLOCK != 0);
+        }
+        reply.opened(FileHandle(fh), open_flags)
+    }
+
+    /// Raises an exchange's request that a write completed (the write is
+    /// already answered), then serves whoever came meanwhile: readers get
+    /// the answer (or why there is none), pollers are woken, and a
+    /// descriptor closed meanwhile has its ask withdrawn.
+    fn raise_written(&self, fh: u64, session: &str, rid: &str, request: &[u8]) {
+        let failure = match self.authority.submit(session, rid, request) {
+            Ok(_) | Err(AuthorityError::Invalid(_)) => None,
+            Err(error) => {
+                tracing::warn!(%session, %rid, %error, "request refused");
+                Some(errno(&error))
+            }
+        };
+        let raising = {
+            let Ok(mut drafts) = self.drafts.lock() else {
+                return;
+            };
+            let raising = drafts.get_mut(&fh).and_then(|d| d.raising.take());
+            if raising.as_ref().is_some_and(|r| r.closed) {
+                drafts.remove(&fh);
+            }
+            raising.unwrap_or_default()
+        };
+        if raising.closed {
+            let _ = self.authority.withdraw(session, rid);
+            self.forget_handle(fh);
+        }
+        for early in raising.readers {
+            match failure {
+                Some(error) => early.reply.error(error),
+                None => self.read_answer(
+                    early.pid,
+                    fh,
+                    session,
+                    rid,
+                    early.offset,
+                    early.size,
+                    early.reply,
+                ),
+            }
+        }
+        for poller in raising.pollers {
+            let _ = poller.notify();
+        }
+    }
+
+    /// A read of an exchange whose ask is still being raised waits for the
+    /// raise (or is told `EAGAIN` when non-blocking); otherwise the reply
+    /// is handed back.
+    fn wait_for_raise(
+        &self,
+        fh: u64,
+        pid: u32,
+        offset: u64,
+        size: u32,
+        reply: ReplyData,
+    ) -> Option<ReplyData> {
+        let Ok(mut drafts) = self.drafts.lock() else {
+            reply.error(Errno::EIO);
+            return None;
+        };
+        let Some(raising) = drafts.get_mut(&fh).and_then(|d| d.raising.as_mut()) else {
+            return Some(reply);
+        };
+        let nonblocking = self
+            .nonblocking
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh).copied())
+            .unwrap_or(false);
+        if nonblocking {
+            reply.error(Errno::EAGAIN);
+        } else {
+            raising.readers.push(EarlyRead {
+                pid,
+                offset,
+                size,
+                reply,
+            });
+        }
+        None
+    }
+
+    /// Drops what the daemon kept for an open handle (its answer, cursor,
+    /// snapshot, lease...): the handle was closed.
+    fn forget_handle(&self, fh: u64) {
+        if let Ok(mut map) = self.exchange_base.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.nonblocking.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.served.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.judge_payloads.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.event_cursors.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.queries.lock() {
+            map.remove(&fh);
+        }
+        if let Ok(mut map) = self.snapshots.lock() {
+            map.remove(&fh);
+        }
+        if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh)) {
+            self.authority.judge_lease_closed(&name);
+        }
+    }
+
+    /// The session and outbox name of the exchange open on `fh`.
+    fn exchange_on(&self, fh: u64) -> Option<(String, String)> {
+        let drafts = self.drafts.lock().ok()?;
+        let draft = drafts.get(&fh).filter(|d| d.exchange)?;
+        Some((draft.session.clone(), draft.rid.clone()))
     }
 
     fn draft_exists(&self, session: &str, rid: &str) -> bool {
@@ -338,6 +551,7 @@ impl PermFs {
             | Node::Request(s, _)
             | Node::Response(s, _)
             | Node::Exchange(s, _)
+            | Node::AskFile(s)
             | Node::PiDir(s)
             | Node::PiSessions(s)
             | Node::PiTarget(s, _)
@@ -439,6 +653,7 @@ impl PermFs {
                 "events" => Node::Events(s.clone()),
                 "pending" => Node::Pending(s.clone()),
                 "query" => Node::Query(s.clone()),
+                "ask" => Node::AskFile(s.clone()),
                 "outbox" => Node::OutboxDir(s.clone()),
                 "inbox" => Node::InboxDir(s.clone()),
                 "grants" => Node::GrantsDir(s.clone()),
@@ -515,6 +730,7 @@ impl PermFs {
                 ("events", Node::Events(s.clone())),
                 ("pending", Node::Pending(s.clone())),
                 ("query", Node::Query(s.clone())),
+                ("ask", Node::AskFile(s.clone())),
                 ("outbox", Node::OutboxDir(s.clone())),
                 ("inbox", Node::InboxDir(s.clone())),
                 ("grants", Node::GrantsDir(s.clone())),
@@ -651,7 +867,7 @@ impl PermFs {
     #[allow(clippy::too_many_arguments)]
     fn read_answer(
         &self,
-        req: &Request,
+        pid: u32,
         fh: u64,
         session: &str,
         rid: &str,
@@ -677,7 +893,7 @@ impl PermFs {
         if nonblocking {
             return reply.error(Errno::EAGAIN);
         }
-        let read = ParkedRead::park(&self.parked, ask.clone(), req.pid(), reply);
+        let read = ParkedRead::park(&self.parked, ask.clone(), pid, reply);
         let delivery = read.clone();
         let served = Arc::clone(&self.served);
         let waiter = Box::new(move |response: Arc<Response>| {
@@ -928,6 +1144,9 @@ impl Filesystem for PermFs {
             return reply.error(e);
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        if let Node::AskFile(session) = &node {
+            return self.open_ask(session, fh, flags.0, reply);
+        }
         if let Node::JudgeLease(name) = &node {
             if let Err(error) = self.authority.judge_lease_opened(name, req.uid()) {
                 return reply.error(errno(&error));
@@ -1036,6 +1255,7 @@ impl Filesystem for PermFs {
                     submitted: false,
                     oversized: false,
                     exchange,
+                    raising: None,
                 },
             );
         }
@@ -1117,7 +1337,15 @@ impl Filesystem for PermFs {
                 None => reply.data(slice(QUERY_HELP, offset, size)),
             };
         }
-        if let Node::Exchange(session, rid) = &node {
+        let exchange = match &node {
+            Node::Exchange(session, rid) => Some((session.clone(), rid.clone())),
+            Node::AskFile(_) => match self.exchange_on(fh.0) {
+                Some(exchange) => Some(exchange),
+                None => return reply.data(slice(ASK_HELP, offset, size)),
+            },
+            _ => None,
+        };
+        if let Some((session, rid)) = &exchange {
             let relative = match base {
                 Some(_) => relative,
                 None => {
@@ -1127,16 +1355,20 @@ impl Filesystem for PermFs {
                     0
                 }
             };
-            // The first read asks. An invalid request still has an answer
-            // (outcome "invalid", with the reason): the read returns it.
+            // The first read asks, unless a complete write did. An invalid
+            // request still has an answer (outcome "invalid", with the
+            // reason): the read returns it.
             match self.submit_draft(fh.0, Submit::Read) {
                 Ok(()) | Err(Errno::EINVAL) | Err(Errno::EFBIG) => {}
                 Err(e) => return reply.error(e),
             }
-            return self.read_answer(req, fh.0, session, rid, relative, size, reply);
+            let Some(reply) = self.wait_for_raise(fh.0, req.pid(), relative, size, reply) else {
+                return;
+            };
+            return self.read_answer(req.pid(), fh.0, session, rid, relative, size, reply);
         }
         if let Node::Response(session, rid) = &node {
-            return self.read_answer(req, fh.0, session, rid, offset, size, reply);
+            return self.read_answer(req.pid(), fh.0, session, rid, offset, size, reply);
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),
@@ -1171,7 +1403,7 @@ impl Filesystem for PermFs {
         let caller = || self.caller(req);
         let text = || String::from_utf8_lossy(data).into_owned();
         let result = match &node {
-            Node::Request(..) | Node::Exchange(..) => {
+            Node::Request(..) | Node::Exchange(..) | Node::AskFile(_) => {
                 let Ok(mut drafts) = self.drafts.lock() else {
                     return reply.error(Errno::EIO);
                 };
@@ -1187,6 +1419,21 @@ impl Filesystem for PermFs {
                             draft.data.resize(end, 0);
                         }
                         draft.data[offset as usize..end].copy_from_slice(data);
+                        if draft.exchange && is_complete_request(&draft.data) {
+                            // Answer the write, then raise: the asker's
+                            // way to its read overlaps the judging.
+                            draft.submitted = true;
+                            draft.raising = Some(Raising::default());
+                            let written = (
+                                draft.session.clone(),
+                                draft.rid.clone(),
+                                std::mem::take(&mut draft.data),
+                            );
+                            drop(drafts);
+                            reply.written(data.len() as u32);
+                            let (session, rid, request) = written;
+                            return self.raise_written(fh.0, &session, &rid, &request);
+                        }
                         Ok(())
                     }
                     _ => Err(AuthorityError::Exists(
@@ -1268,36 +1515,24 @@ impl Filesystem for PermFs {
             }
         }
         let _ = self.submit_draft(fh.0, Submit::Release);
-        let draft = self.drafts.lock().ok().and_then(|mut d| d.remove(&fh.0));
+        let draft = match self.drafts.lock() {
+            Ok(mut drafts) => match drafts.get_mut(&fh.0).and_then(|d| d.raising.as_mut()) {
+                // Still being raised: the raiser withdraws it and forgets
+                // the handle when it is done.
+                Some(raising) => {
+                    raising.closed = true;
+                    return reply.ok();
+                }
+                None => drafts.remove(&fh.0),
+            },
+            Err(_) => None,
+        };
         if let Some(draft) = draft.filter(|d| d.exchange && d.submitted) {
             // Closing an exchange forgets its ask: an answered one is
             // dropped, a pending one is withdrawn (`cancelled`).
             let _ = self.authority.withdraw(&draft.session, &draft.rid);
         }
-        if let Ok(mut map) = self.exchange_base.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.nonblocking.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.served.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.judge_payloads.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.event_cursors.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.queries.lock() {
-            map.remove(&fh.0);
-        }
-        if let Ok(mut map) = self.snapshots.lock() {
-            map.remove(&fh.0);
-        }
-        if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh.0)) {
-            self.authority.judge_lease_closed(&name);
-        }
+        self.forget_handle(fh.0);
         reply.ok();
     }
 
@@ -1567,7 +1802,7 @@ impl Filesystem for PermFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         notifier: PollNotifier,
         _events: PollEvents,
         _flags: PollFlags,
@@ -1576,6 +1811,20 @@ impl Filesystem for PermFs {
         let node = match self.node(ino) {
             Ok(node) => node,
             Err(e) => return reply.error(e),
+        };
+        // An exchange still being raised is ready when the raise ends.
+        if let Ok(mut drafts) = self.drafts.lock() {
+            if let Some(raising) = drafts.get_mut(&fh.0).and_then(|d| d.raising.as_mut()) {
+                raising.pollers.push(notifier);
+                return reply.poll(PollEvents::empty());
+            }
+        }
+        let node = match node {
+            Node::AskFile(_) => match self.exchange_on(fh.0) {
+                Some((session, rid)) => Node::Exchange(session, rid),
+                None => return reply.poll(PollEvents::POLLIN),
+            },
+            node => node,
         };
         let (session, rid) = match node {
             Node::Response(session, rid) => (session, rid),

@@ -26,6 +26,10 @@ pub enum Node {
     /// decide, oldest first (a snapshot taken at open).
     Pending(String),
     Query(String),
+    /// `ask`: the one-descriptor ask at a fixed name. Each read-write open
+    /// is an ask of its own, given an outbox name (`ask-<n>`) by the
+    /// daemon; the name is cached by the kernel, so an ask costs no lookup.
+    AskFile(String),
     AuditLog,
     OutboxDir(String),
     Request(String, String),
@@ -70,6 +74,7 @@ impl Node {
             | Node::Events(s)
             | Node::Pending(s)
             | Node::Query(s)
+            | Node::AskFile(s)
             | Node::OutboxDir(s)
             | Node::Request(s, _)
             | Node::Response(s, _)
@@ -132,6 +137,7 @@ impl Node {
             Node::JudgeVerdict(_) => 0o200,
             Node::Ctl(_) => 0o220,
             Node::Query(_)
+            | Node::AskFile(_)
             | Node::Request(..)
             | Node::Exchange(..)
             | Node::InboxItem(..)

@@ -15,6 +15,7 @@
 //! the open file's) and reopened, its first line saying so. A torn last
 //! line is told apart from tampering by [`verify`].
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -48,12 +49,8 @@ static SECRET_ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap_or_else(|_| unreachable!("the secret-assignment pattern is valid"))
 });
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex(&Sha256::digest(data))
+    hex::encode(Sha256::digest(data))
 }
 
 /// Replaces secret-looking values: whole values under secret-named keys,
@@ -102,20 +99,22 @@ const SECRET_NEEDLES: [&[u8]; 7] = [
     b"authorization",
 ];
 
+/// The needles as one case-insensitive automaton, built once.
+static SECRET_WORDS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(SECRET_NEEDLES)
+        .ok()
+});
+
 /// Whether [`redact`] could change something in `text` (false means it
-/// certainly would not); no regex, one pass over the bytes.
+/// certainly would not); no regex, one pass over the bytes. Should the
+/// automaton be unusable, every text is taken to hold a secret.
 pub fn may_hold_secret(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    bytes.iter().enumerate().any(|(at, byte)| {
-        matches!(
-            byte.to_ascii_lowercase(),
-            b'k' | b's' | b't' | b'p' | b'c' | b'a'
-        ) && SECRET_NEEDLES.iter().any(|needle| {
-            bytes
-                .get(at..at + needle.len())
-                .is_some_and(|window| window.eq_ignore_ascii_case(needle))
-        })
-    })
+    match SECRET_WORDS.as_ref() {
+        Some(words) => words.is_match(text),
+        None => true,
+    }
 }
 
 /// The content of one line (what its hash covers): `entry` serialized as a

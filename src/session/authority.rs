@@ -669,8 +669,7 @@ impl Authority {
             )
         };
         let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = Requester::with_canonical_cwd(&cwd, canonical_cwd.canonical(), principal)
-            .facts(&request.form);
+        let facts = Requester::of_session(&canonical_cwd, principal).facts(&request.form);
         let policy = self
             .loader
             .policy(&cwd, agent.as_deref())

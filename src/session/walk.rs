@@ -32,9 +32,8 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         };
         // Facts touch the filesystem (symlinks): fix them outside the lock.
-        let requester = Requester::with_canonical_cwd(
-            &origin.cwd,
-            origin.canonical_cwd.canonical(),
+        let requester = Requester::of_session(
+            &origin.canonical_cwd,
             Principal {
                 session_id: origin.id.clone(),
                 agent_name: origin.agent.clone(),

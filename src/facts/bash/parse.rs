@@ -135,7 +135,7 @@ mod timing {
             let parsed = started.elapsed();
             let units = super::super::enumerate(&line).units.len();
             let enumerated = started.elapsed();
-            let words = super::super::bash_paths(&line, "/w", "/w", "/h")
+            let words = super::super::bash_paths(&line, "/w", &"/w".into(), "/h")
                 .map(|p| p.rule_words.len() + p.external.len());
             println!(
                 "{name}: {} bytes, parse {parsed:?} ({}), enumerate {enumerated:?} ({units} units), paths {:?} ({words:?} words)",

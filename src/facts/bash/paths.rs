@@ -20,7 +20,9 @@
 
 use super::enumerate::word_value;
 use super::parse::{children, parse, text};
-use crate::facts::access_path::{clean_literal, is_outside, AccessPath, SAFE_SYSTEM_PATHS};
+use crate::facts::access_path::{
+    clean_literal, is_outside, AccessPath, CanonicalCwd, SAFE_SYSTEM_PATHS,
+};
 use crate::facts::memo::{self, Entry, TextMemo};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
@@ -67,7 +69,12 @@ pub struct BashPaths {
 
 /// Reads the path words of `command` as the session at `cwd` sees them.
 /// `None` when the line cannot be parsed (the command gate then floors).
-pub fn bash_paths(command: &str, cwd: &str, canonical_cwd: &str, home: &str) -> Option<BashPaths> {
+pub fn bash_paths(
+    command: &str,
+    cwd: &str,
+    canonical_cwd: &CanonicalCwd,
+    home: &str,
+) -> Option<BashPaths> {
     let words = WORDS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut memo) => memo.get_or(command, |text| words_of(text).map(Arc::new)),
         Err(_) => words_of(command).map(Arc::new),
@@ -91,7 +98,7 @@ fn words_of(command: &str) -> Option<Vec<Word>> {
     Some(walker.words)
 }
 
-fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPaths {
+fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
     let mut out = BashPaths::default();
     let mut seen_external: Vec<String> = Vec::new();
     let mut seen_rule: Vec<Vec<String>> = Vec::new();
@@ -114,7 +121,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
                 // Could resolve anywhere: outside unless it is a device.
                 !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&path.boundary.as_str())
             } else {
-                is_outside(&path.boundary, canonical_cwd)
+                is_outside(&path.boundary, canonical_cwd.get())
             };
             if external && !seen_external.contains(&path.boundary) {
                 seen_external.push(path.boundary.clone());
@@ -144,7 +151,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &str, home: &str) -> BashPa
         // path word without the canonical alias 20.7.3 never gave it).
         let lexical_only = !shaped
             && found.is_none_or(|entry| {
-                entry != Entry::Symlink && resolve_base.as_deref() == Some(canonical_cwd)
+                entry != Entry::Symlink && resolve_base.as_deref() == Some(canonical_cwd.get())
             });
         let path = match &resolve_base {
             None if relative => AccessPath::for_literal(&clean_literal(token, home)),
@@ -622,7 +629,7 @@ mod tests {
         bash_paths(
             command,
             "/nonexistent-w",
-            "/nonexistent-w",
+            &"/nonexistent-w".into(),
             "/nonexistent-h",
         )
         .expect("parses")
@@ -660,7 +667,7 @@ mod tests {
     #[test]
     fn upstream_external_projection_cases() {
         let external = |command: &str, cwd: &str| -> Vec<String> {
-            bash_paths(command, cwd, cwd, "/mock/home")
+            bash_paths(command, cwd, &cwd.into(), "/mock/home")
                 .expect("parses")
                 .external
                 .into_iter()
@@ -732,7 +739,8 @@ mod tests {
         std::fs::write(format!("{root}/.some.secret"), "s").expect("file");
         std::os::unix::fs::symlink(format!("{root}/.some.secret"), format!("{root}/a_sym"))
             .expect("symlink");
-        let words = bash_paths("cat a_sym missing", &root, &root, "/h").expect("parses");
+        let words =
+            bash_paths("cat a_sym missing", &root, &root.as_str().into(), "/h").expect("parses");
         let a_sym = words
             .rule_words
             .iter()
