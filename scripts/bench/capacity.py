@@ -17,7 +17,8 @@ which covers every other pending ask) and measures, with CLOCK_MONOTONIC
 timestamps, how long the decider's write() took (the daemon answers every
 parked read inside it) and when the last of the readers returned.
 Three rounds (commands `make build`, `make build-2`, ...) on one mount; the
-release figures are medians. A prober asks `git status` (rule-allowed)
+release figures are medians. A prober asks `git status` (rule-allowed), alternately
+through the two-file form and the `ask` file,
 every millisecond to show what other asks see during the release.
 Goals: the daemon's thread count does not grow with the askers; VmRSS
 under 100 MiB.
@@ -86,20 +87,29 @@ def prober(outbox_path, stop_r, out_path, tag):
     import select
 
     outbox_fd = os.open(outbox_path, os.O_RDONLY | os.O_DIRECTORY)
+    session_fd = os.open(os.path.dirname(outbox_path), os.O_RDONLY | os.O_DIRECTORY)
     body = b.request_bytes("git status")
     samples = []
     i = 0
     while not select.select([stop_r], [], [], 0)[0]:
+        # Alternately the two-file ask and the one-descriptor `ask` file.
+        form = "askfile" if i % 2 else "twofile"
         t0 = b.now_ns()
-        b.submit(outbox_fd, f"{tag}-probe{i}", body)
         try:
-            data = b.response(outbox_fd, f"{tag}-probe{i}")
+            if form == "twofile":
+                b.submit(outbox_fd, f"{tag}-probe{i}", body)
+                data = b.response(outbox_fd, f"{tag}-probe{i}")
+            else:
+                fd = os.open("ask", os.O_RDWR, dir_fd=session_fd)
+                os.write(fd, body)
+                data = b.read_all(fd)
+                os.close(fd)
             ok = b'"approved": true' in data
         except FileNotFoundError:
             # Answered, then forgotten before it was read: the daemon keeps
             # at most 10,000 answers and the release adds 10,000 newer ones.
             ok = None
-        samples.append((t0, b.now_ns() - t0, ok))
+        samples.append((t0, b.now_ns() - t0, ok, form))
         i += 1
         time.sleep(0.001)
     with open(out_path, "w") as out:
@@ -182,12 +192,16 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
         failures += data["errors"]
     if failures or approved != args.askers:
         raise SystemExit(f"only {approved}/{args.askers} askers were approved; errors: {failures[:3]}")
-    if not all(ok for _, _, ok in probes if ok is not None):
+    if not all(ok for _, _, ok, _ in probes if ok is not None):
         raise SystemExit("a probe ask was not approved")
-    lost = sum(1 for _, _, ok in probes if ok is None)
+    lost = sum(1 for _, _, ok, _ in probes if ok is None)
     wake = [t - t_write for t in returned]
-    before = [lat for t0_, lat, _ in probes if t0_ + lat < t_write]
-    during = [lat for t0_, lat, _ in probes if t0_ < t_written and t0_ + lat > t_write]
+    before = [lat for t0_, lat, _, _ in probes if t0_ + lat < t_write]
+    overlapping = [(lat, form) for t0_, lat, _, form in probes if t0_ < t_written and t0_ + lat > t_write]
+    during = [lat for lat, _ in overlapping]
+    worst_by_form = {
+        form: max((lat for lat, f in overlapping if f == form), default=float("nan")) for form in ("twofile", "askfile")
+    }
     return {
         "command": command,
         "threads0": threads0, "rss0": rss0, "threads1": threads1, "rss1": rss1,
@@ -196,6 +210,11 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
         "p99": b.pct(wake, 99), "last": max(wake), "machine_busy": machine_busy,
         "probe_before": b.pct(before, 50) if before else float("nan"),
         "probe_worst": max(during) if during else float("nan"),
+        "probe_during": b.pct(during, 50) if during else float("nan"),
+        "probe_during_p90": b.pct(during, 90) if during else float("nan"),
+        "probe_count": len(during),
+        "probe_worst_twofile": worst_by_form["twofile"],
+        "probe_worst_askfile": worst_by_form["askfile"],
         "grants": os.listdir(m.main / "grants"), "left": len(os.listdir(m.main / "inbox")),
         "probes_lost": lost,
     }
@@ -261,7 +280,9 @@ def main() -> int:
             )
             print(
                 f"  another ask (`git status`, rule-allowed, from main): median {b.us(f['probe_before'])} before; "
-                f"the one overlapping the release took {b.ms(f['probe_worst'])}"
+                f"the {f['probe_count']} overlapping the release: median {b.ms(f['probe_during'])}, "
+                f"p90 {b.ms(f['probe_during_p90'])}, worst {b.ms(f['probe_worst'])} "
+                f"(two-file {b.ms(f['probe_worst_twofile'])}, ask file {b.ms(f['probe_worst_askfile'])})"
                 + (f"; {f['probes_lost']} probe answer(s) forgotten before they were read (ENOENT)"
                    if f["probes_lost"] else "")
             )

@@ -26,7 +26,7 @@ pub struct MountArgs {
     #[arg(long)]
     pub audit_sync: bool,
     /// FUSE worker threads (blocked readers use none).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     pub threads: usize,
     /// When not running as root: let other uids (sandboxed agents with
     /// their own uid, a person deciding as another user) use the mount.

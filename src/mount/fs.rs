@@ -5,7 +5,7 @@
 
 use super::caller::Namespaces;
 use super::nodes::{Folder, Inodes, Node, Owner};
-use super::parking::{Parked, ParkedRead};
+use super::parking::{Parked, ParkedRead, Woken};
 use crate::session::ask::Response;
 use crate::session::control::ControlCommand;
 use crate::session::pi_view::PiViews;
@@ -186,6 +186,9 @@ pub struct PermFs {
     /// Open pi request handles that may write: only their close asks.
     pi_writers: Mutex<std::collections::HashSet<u64>>,
     pub parked: Parked,
+    /// Readers a decision woke that have not closed yet (see
+    /// [`super::parking::pace_release`]).
+    pub woken: Woken,
 }
 
 fn errno(error: &AuthorityError) -> Errno {
@@ -241,6 +244,7 @@ impl PermFs {
             namespaces: Namespaces::of_daemon(),
             listings: Mutex::new(HashMap::new()),
             parked: Arc::new(Mutex::new(HashMap::new())),
+            woken: Arc::new(Mutex::new(std::collections::HashSet::new())),
         }
     }
 
@@ -400,6 +404,9 @@ impl PermFs {
     /// Drops what the daemon kept for an open handle (its answer, cursor,
     /// snapshot, lease...): the handle was closed.
     fn forget_handle(&self, fh: u64) {
+        if let Ok(mut woken) = self.woken.lock() {
+            woken.remove(&fh);
+        }
         if let Ok(mut map) = self.exchange_base.lock() {
             map.remove(&fh);
         }
@@ -896,11 +903,21 @@ impl PermFs {
         let read = ParkedRead::park(&self.parked, ask.clone(), pid, reply);
         let delivery = read.clone();
         let served = Arc::clone(&self.served);
+        let woken = Arc::clone(&self.woken);
         let waiter = Box::new(move |response: Arc<Response>| {
             if let Ok(mut served) = served.lock() {
                 served.insert(fh, Arc::clone(&response));
             }
-            delivery.answer(slice(response.to_json(), offset, size));
+            // Listed before the answer goes out: the reader's close may
+            // come at once, and must find it to take it off.
+            if let Ok(mut woken) = woken.lock() {
+                woken.insert(fh);
+            }
+            if !delivery.answer(slice(response.to_json(), offset, size)) {
+                if let Ok(mut woken) = woken.lock() {
+                    woken.remove(&fh);
+                }
+            }
         });
         match self.authority.wait(&ask, waiter) {
             Ok(None) => {}

@@ -292,6 +292,8 @@ pub fn run(options: MountOptions) -> i32 {
     tracing::info!(audit = %audit_path.display(), "recording decisions");
     let filesystem = fs::PermFs::new(Arc::clone(&authority), Some(audit_path));
     let parked = Arc::clone(&filesystem.parked);
+    let woken = Arc::clone(&filesystem.woken);
+    authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&parked);
     let mut config = Config::default();
     config.mount_options = vec![

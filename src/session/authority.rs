@@ -107,6 +107,11 @@ pub struct Authority {
         crossbeam_channel::Sender<super::review::ReviewJob>,
         crossbeam_channel::Receiver<super::review::ReviewJob>,
     ),
+    /// Called between the chunks of a grant's release: waits until most
+    /// readers already woken have come back, so the requests they make
+    /// next do not queue up ahead of every other asker's. Set by the mount
+    /// ([`Self::set_release_pacer`]); without one nothing waits.
+    release_pacer: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
@@ -183,7 +188,7 @@ fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
 }
 
 /// How many answers a release writes and delivers at a time.
-const RELEASE_CHUNK: usize = 256;
+const RELEASE_CHUNK: usize = 64;
 
 /// The audit log refused a batch of answers: they were denied instead.
 #[derive(Debug, Clone)]
@@ -406,7 +411,14 @@ impl Authority {
             state: Mutex::new(State::default()),
             judges,
             jobs: crossbeam_channel::unbounded(),
+            release_pacer: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets what a big release waits on between chunks (once; later calls
+    /// are ignored). It must return within a bounded time.
+    pub fn set_release_pacer(&self, pacer: impl Fn() + Send + Sync + 'static) {
+        let _ = self.release_pacer.set(Box::new(pacer));
     }
 
     pub fn add_root(
@@ -1122,7 +1134,12 @@ impl Authority {
                 .cloned()
                 .collect()
         };
-        for chunk in pending.chunks(RELEASE_CHUNK) {
+        for (index, chunk) in pending.chunks(RELEASE_CHUNK).enumerate() {
+            if index > 0 {
+                if let Some(pace) = self.release_pacer.get() {
+                    pace();
+                }
+            }
             let mut state = lock(&self.state);
             for ask_id in chunk {
                 let Some(ask) = state.asks.get(ask_id) else {
