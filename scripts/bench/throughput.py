@@ -6,8 +6,10 @@
 Each asker is a separate process looping over recorded-authority asks:
 create + write + close `outbox/<rid>.request` with {"surface":"bash",
 "value":"git status"} (allowed by a rule), then open + read + close the
-response. The baseline is the same processes looping over open + read +
-close of `MNT/README` on the same mount. All processes start together on a
+response; and, as a second form, the one-descriptor ask at the session's
+`ask` file (open O_RDWR, write, read to EOF, close). The baseline is the
+same processes looping over open + read + close of `MNT/README` on the
+same mount; each round runs baseline, two-file, ask file in turn. All processes start together on a
 pipe barrier and run for --seconds; the rate is completed operations /
 elapsed. Each concurrency level gets a fresh mount (asks are kept by the
 daemon, so a shared mount would make later levels pay for earlier ones).
@@ -31,6 +33,7 @@ def worker(kind, mnt, tag, seconds, use_paths, go_r, out_w):
     outbox_fd = os.open(outbox, os.O_RDONLY | os.O_DIRECTORY)
     body = b.request_bytes("git status")
     readme = f"{mnt}/README"
+    session_fd = os.open(f"{mnt}/sessions/main", os.O_RDONLY | os.O_DIRECTORY)
     os.read(go_r, 1)
     count = bad = 0
     start = b.now_ns()
@@ -40,6 +43,13 @@ def worker(kind, mnt, tag, seconds, use_paths, go_r, out_w):
             fd = os.open(readme, os.O_RDONLY) if use_paths else os.open("README", os.O_RDONLY, dir_fd=root_fd)
             b.read_all(fd)
             os.close(fd)
+        elif kind == "askfile":
+            fd = os.open(f"{mnt}/sessions/main/ask", os.O_RDWR) if use_paths else os.open("ask", os.O_RDWR, dir_fd=session_fd)
+            os.write(fd, body)
+            data = b.read_all(fd)
+            os.close(fd)
+            if b'"approved": true' not in data:
+                bad += 1
         else:
             rid = f"{tag}-{count}"
             if use_paths:
@@ -109,34 +119,42 @@ def main() -> int:
         f"{'absolute paths' if args.paths else 'directory fds'}, fresh mount per level"
     )
     print(
-        f"{'procs':>5} {'baseline ops/s':>15} {'asks/s':>10} {'ratio':>7} {'per-round ratios':>22} "
+        f"{'procs':>5} {'form':>8} {'baseline ops/s':>15} {'asks/s':>10} {'ratio':>7} {'per-round ratios':>22} "
         f"{'daemon CPU base/asks':>21} {'RSS after':>10}"
     )
     parts = []
+    forms = ["ask", "askfile"]
     for n in levels:
         with b.Mount() as m:
-            run(m, "baseline", 1, 0.2, args.paths)  # warm up both paths
-            run(m, "ask", 1, 0.2, args.paths)
-            bases, asks, base_cpu, ask_cpu, retained = [], [], [], [], 0
+            run(m, "baseline", 1, 0.2, args.paths)  # warm up every path
+            for form in forms:
+                run(m, form, 1, 0.2, args.paths)
+            bases, base_cpu = [], []
+            asks = {form: [] for form in forms}
+            ask_cpu = {form: [] for form in forms}
             for r in range(args.rounds):
                 rate, _, cpu = run(m, "baseline", n, args.seconds, args.paths)
                 bases.append(rate)
                 base_cpu.append(cpu)
                 last = r == args.rounds - 1
-                with b.perf_record(m.pid, f"throughput-{n}", args.profile and n == max(levels) and last):
-                    rate, total, cpu = run(m, "ask", n, args.seconds, args.paths)
-                asks.append(rate)
-                ask_cpu.append(cpu)
-                retained += total
+                for form in forms:
+                    profiled = args.profile and n == max(levels) and last
+                    with b.perf_record(m.pid, f"throughput-{form}-{n}", profiled):
+                        rate, _, cpu = run(m, form, n, args.seconds, args.paths)
+                    asks[form].append(rate)
+                    ask_cpu[form].append(cpu)
             _, rss = b.threads_and_rss(m.pid)
-        base, ask = b.pct(bases, 50), b.pct(asks, 50)
-        ratio = ask / base
-        rounds = ",".join(f"{a / c:.2f}" for a, c in zip(asks, bases))
-        print(
-            f"{n:>5} {base:>15,.0f} {ask:>10,.0f} {ratio:>6.2f}x {rounds:>22} "
-            f"{b.pct(base_cpu, 50) * 100:>9.0f}% / {b.pct(ask_cpu, 50) * 100:>4.0f}% {rss:>6.1f} MiB"
-        )
-        parts.append(f"{n}: {ask:,.0f} asks/s vs {base:,.0f} reads/s = {ratio:.2f}x")
+        base = b.pct(bases, 50)
+        for form in forms:
+            ask = b.pct(asks[form], 50)
+            ratio = ask / base
+            rounds = ",".join(f"{a / c:.2f}" for a, c in zip(asks[form], bases))
+            label = "two-file" if form == "ask" else "ask file"
+            print(
+                f"{n:>5} {label:>8} {base:>15,.0f} {ask:>10,.0f} {ratio:>6.2f}x {rounds:>22} "
+                f"{b.pct(base_cpu, 50) * 100:>9.0f}% / {b.pct(ask_cpu[form], 50) * 100:>4.0f}% {rss:>6.1f} MiB"
+            )
+            parts.append(f"{n} {label}: {ask:,.0f} asks/s vs {base:,.0f} reads/s = {ratio:.2f}x")
     print("daemon CPU: share of one core (the machine has nproc cores); RSS after every ask of the level")
     b.summary("throughput", "; ".join(parts))
     return 0

@@ -24,6 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 /// The `prev` of the first line.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -176,7 +177,17 @@ struct Inner {
     /// The `audit_reopened` line owed to a reopened file: it goes first
     /// in every batch until one is written.
     note: Option<Map<String, Value>>,
+    /// When the path was last compared with the open file.
+    path_checked: Option<Instant>,
 }
+
+/// The log's path is compared with the open file at most this often. In
+/// between, only the open file's link count is read (by the one `fstat`
+/// the committed length needs anyway): an unlinked log, whose lines would
+/// be lost for good, is noticed at the next append; a renamed one (a
+/// rotation) within this interval, its lines meanwhile ending the renamed
+/// file's chain. A path lookup per decision was a tenth of an ask's cost.
+const PATH_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for AuditLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -239,6 +250,7 @@ impl AuditLog {
                 torn_at: None,
                 failing: false,
                 note: None,
+                path_checked: None,
             }),
         })
     }
@@ -282,12 +294,27 @@ impl AuditLog {
         use std::os::unix::fs::MetadataExt;
         // A removed or replaced log is noticed here: lines written to an
         // unlinked file would be lost for good.
-        let replaced = match std::fs::symlink_metadata(&self.path) {
-            Ok(meta) => (meta.dev(), meta.ino()) != inner.identity || inner.file.is_none(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(e),
+        let open = match inner.file.as_ref() {
+            Some(file) => Some(file.metadata()?),
+            None => None,
         };
+        let unlinked = open.as_ref().is_none_or(|meta| meta.nlink() == 0);
+        let check_path = inner
+            .path_checked
+            .is_none_or(|at| at.elapsed() >= PATH_CHECK_EVERY);
+        let replaced = unlinked
+            || (check_path
+                && match std::fs::symlink_metadata(&self.path) {
+                    Ok(meta) => (meta.dev(), meta.ino()) != inner.identity,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                    Err(e) => return Err(e),
+                });
+        if check_path {
+            inner.path_checked = Some(Instant::now());
+        }
+        let mut committed = open.map(|meta| meta.len());
         if replaced {
+            committed = None;
             let why = if inner.file.is_none() {
                 "the audit log could not be reopened before"
             } else {
@@ -317,8 +344,12 @@ impl AuditLog {
         if let Some(end) = inner.torn_at {
             file.set_len(end)?;
             inner.torn_at = None;
+            committed = Some(end);
         }
-        let committed = file.metadata()?.len();
+        let committed = match committed {
+            Some(length) => length,
+            None => file.metadata()?.len(),
+        };
         let mut previous = inner.last.clone();
         let mut batch = String::new();
         let mut push = |content: String, previous: &mut String| {
@@ -746,6 +777,26 @@ mod tests {
         std::fs::remove_file(&path).expect("link removed");
         log.append(entry(3)).expect("append");
         assert_eq!(verify(&path).map(|v| v.lines), Ok(2));
+    }
+
+    #[test]
+    fn a_rotated_log_is_followed_by_a_new_one_at_the_path() {
+        let dir = tempfile::tempdir().expect("temp");
+        let path = dir.path().join("audit.log");
+        let rotated = dir.path().join("audit.log.1");
+        let log = AuditLog::open(&path).expect("open");
+        log.append(entry(0)).expect("append");
+        std::fs::rename(&path, &rotated).expect("rotated");
+        std::thread::sleep(PATH_CHECK_EVERY + Duration::from_millis(20));
+        log.append(entry(1)).expect("append after rotation");
+        let text = std::fs::read_to_string(&path).expect("a new log at the path");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        assert_eq!(lines[0]["event"], "audit_reopened");
+        assert_eq!(lines[1]["askId"], "a1");
+        assert_eq!(verify(&rotated).map(|v| v.lines), Ok(1));
     }
 
     #[test]
