@@ -132,6 +132,48 @@ fn signals_end_a_blocked_reader_promptly_and_the_ask_stays_pending() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("\"approved\": true"));
 }
 
+/// One thread of a python3 process reads a pending response through
+/// libc (so an `EINTR` is seen, not retried); another sends that thread
+/// alone a signal (`pthread_kill`, i.e. `tgkill`). Prints the read's
+/// result, its errno and how long after the signal it returned.
+const THREAD_SIGNAL_CLIENT: &str = r#"
+import ctypes, os, signal, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+signal.signal(signal.SIGUSR1, lambda *_: None)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+result = {}
+def reader():
+    buffer = ctypes.create_string_buffer(65536)
+    result["n"] = libc.read(fd, buffer, 65536)
+    result["errno"] = ctypes.get_errno()
+    result["at"] = time.monotonic()
+thread = threading.Thread(target=reader)
+thread.start()
+time.sleep(0.5)
+sent = time.monotonic()
+signal.pthread_kill(thread.ident, signal.SIGUSR1)
+thread.join(10)
+print(result.get("n"), result.get("errno"), result.get("at", sent + 99) - sent)
+"#;
+
+#[test]
+fn a_signal_to_the_reading_thread_alone_ends_its_read() {
+    let daemon = Daemon::start(CONFIG, None);
+    let response = daemon.ask("main", "t", r#"{"surface":"bash","value":"make"}"#);
+    let output = Command::new("python3")
+        .args(["-c", THREAD_SIGNAL_CLIENT])
+        .arg(&response)
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(fields.get(..2), Some(&["-1", "4"][..]), "EINTR: {output:?}");
+    let after: f64 = fields.get(2).and_then(|f| f.parse().ok()).unwrap_or(99.0);
+    // The sweep covers every reader within 0.45 s; slack for a busy machine.
+    assert!(after < 2.0, "the read ended {after} s after the signal");
+    assert_eq!(daemon.inbox("main").len(), 1, "the ask stays pending");
+}
+
 #[test]
 fn nonblocking_reads_and_poll_report_pending_then_ready() {
     let daemon = Daemon::start(CONFIG, None);
