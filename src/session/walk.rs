@@ -14,6 +14,7 @@ use crate::engine::{judge, Judgment};
 use crate::facts::intent::Principal;
 use crate::facts::request::{Request, Requester};
 use crate::policy::{Origin, PermissionState, RuleLayer};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl Authority {
@@ -28,24 +29,36 @@ impl Authority {
                 "{rid:?} is not a valid request name"
             )));
         }
-        let Some(origin) = lock(&self.state).tree.get(session).cloned() else {
+        // What the ask needs of its session, not the session (its
+        // children and grants need no copy per ask).
+        let Some((origin_id, agent, cwd, place)) = lock(&self.state).tree.get(session).map(|s| {
+            (
+                s.id.clone(),
+                s.agent.clone(),
+                s.cwd.clone(),
+                Arc::clone(&s.canonical_cwd),
+            )
+        }) else {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         };
         // Facts touch the filesystem (symlinks): fix them outside the lock.
         let requester = Requester::of_session(
-            &origin.canonical_cwd,
+            &place,
             Principal {
-                session_id: origin.id.clone(),
-                agent_name: origin.agent.clone(),
+                session_id: origin_id.clone(),
+                agent_name: agent.clone(),
             },
         );
-        let (request, facts) = match &parsed {
-            Ok(request) => (Some(request.clone()), requester.facts(&request.form)),
-            Err(_) => (None, Default::default()),
+        let (request, facts, invalid) = match parsed {
+            Ok(request) => {
+                let facts = requester.facts(&request.form);
+                (Some(request), facts, None)
+            }
+            Err(reason) => (None, Default::default(), Some(reason)),
         };
         let timeout = self
             .loader
-            .policy(&origin.cwd, origin.agent.as_deref())
+            .policy(&cwd, agent.as_deref())
             .map(|p| p.settings.forwarding_timeout_ms)
             .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
         let mut state = lock(&self.state);
@@ -65,9 +78,9 @@ impl Authority {
             ask_id.clone(),
             Ask {
                 id: ask_id.clone(),
-                origin: origin.id.clone(),
+                origin: origin_id.clone(),
                 rid: rid.to_string(),
-                agent: origin.agent.clone(),
+                agent,
                 judged_for: Vec::new(),
                 request,
                 facts,
@@ -90,7 +103,7 @@ impl Authority {
         if state.next_deadline.is_none_or(|next| deadline < next) {
             state.next_deadline = Some(deadline);
         }
-        if let Err(reason) = parsed {
+        if let Some(reason) = invalid {
             finish(
                 &mut state,
                 &ask_id,
@@ -103,7 +116,7 @@ impl Authority {
             );
             return Err(AuthorityError::Invalid(reason));
         }
-        self.walk(&mut state, &ask_id, &origin.id);
+        self.walk(&mut state, &ask_id, &origin_id);
         Ok(ask_id)
     }
 
