@@ -23,8 +23,9 @@ Contract
     ``asyncio.wait_for`` timing out) withdraws the ask.
 
 Why it is built this way
-  Both use the one-descriptor ask: ``outbox/<rid>`` opened
-  ``O_RDWR|O_CREAT|O_EXCL``, the request written, the answer read from the
+  Both use the one-descriptor ask: the session's ``ask`` file opened
+  ``O_RDWR`` (or, given a ``rid``, ``outbox/<rid>`` opened
+  ``O_RDWR|O_CREAT|O_EXCL``), the request written, the answer read from the
   same descriptor. Closing that descriptor before the answer came withdraws
   the ask, so whatever ends the wait (an exception, a cancellation, the
   process dying) withdraws it, and there is no request file to remove.
@@ -55,11 +56,17 @@ def _encode(request):
 
 
 def _open_ask(session_dir, request, rid, nonblocking):
-    """Creates the one-descriptor ask and writes the request; returns the fd."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    """Opens a one-descriptor ask and writes the request; returns the fd.
+    Without ``rid`` it is the session's ``ask`` file (the daemon names the
+    ask; its fixed name costs no lookup), with one ``outbox/<rid>``."""
+    if rid is None:
+        path, flags = os.path.join(session_dir, "ask"), os.O_RDWR | os.O_CLOEXEC
+    else:
+        path = os.path.join(session_dir, "outbox", _rid(rid))
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     if nonblocking:
         flags |= os.O_NONBLOCK
-    fd = os.open(os.path.join(session_dir, "outbox", _rid(rid)), flags, 0o600)
+    fd = os.open(path, flags, 0o600)
     try:
         data = memoryview(_encode(request))
         while data:
