@@ -959,3 +959,44 @@ fn allow_always_writes_the_rule_into_the_global_config() {
     assert_eq!(later["decidedBy"]["kind"], "rule");
     assert_eq!(later["decidedBy"]["origin"], "global");
 }
+
+#[test]
+fn a_grant_releases_every_covered_ask_past_the_first_chunk() {
+    let daemon = Daemon::start(CONFIG, None);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
+    // More than two chunks: the decider is answered after the first, the
+    // rest are released in the background.
+    let count = 150;
+    let responses: Vec<_> = (0..count)
+        .map(|i| {
+            daemon.ask(
+                "main/c",
+                &format!("b{i}"),
+                r#"{"surface":"bash","value":"cargo build"}"#,
+            )
+        })
+        .collect();
+    eventually("every ask waits in main's inbox", || {
+        daemon.inbox("main").len() == count
+    });
+    let first = daemon.inbox("main")[0].clone();
+    std::fs::write(
+        daemon.session("main").join("inbox").join(first),
+        "allow session",
+    )
+    .expect("decided");
+    let (sender, answers) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for response in responses {
+            let answer = std::fs::read_to_string(&response).unwrap_or_default();
+            let _ = sender.send(answer);
+        }
+    });
+    for _ in 0..count {
+        let answer = answers
+            .recv_timeout(Duration::from_secs(20))
+            .expect("every covered ask is answered");
+        assert!(answer.contains("\"approved\": true"), "{answer}");
+    }
+    assert!(daemon.inbox("main").is_empty());
+}

@@ -346,6 +346,16 @@ pub fn run(options: MountOptions) -> i32 {
             .spawn(move || crate::session::review::serve_reviews(authority, stop))
     };
 
+    // A grant covering thousands of asks answers its decider after the
+    // first chunk; the rest are released here, paced.
+    let releases = {
+        let stop = Arc::clone(&stop);
+        let authority = Arc::clone(&authority);
+        std::thread::Builder::new()
+            .name("permfs-release".into())
+            .spawn(move || authority.serve_releases(&stop))
+    };
+
     // SIGHUP re-reads the global config (an edit is also picked up on its
     // own, within a quarter second); SIGINT and SIGTERM stop.
     let signal = loop {
@@ -373,6 +383,9 @@ pub fn run(options: MountOptions) -> i32 {
         let _ = handle.join();
     }
     if let Ok(handle) = reviews {
+        let _ = handle.join();
+    }
+    if let Ok(handle) = releases {
         let _ = handle.join();
     }
     // No judge outlives the daemon.

@@ -112,6 +112,15 @@ pub struct Authority {
     /// next do not queue up ahead of every other asker's. Set by the mount
     /// ([`Self::set_release_pacer`]); without one nothing waits.
     release_pacer: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Big releases finished in the background: the session whose grant
+    /// still has asks to re-judge. Served by [`Self::serve_releases`];
+    /// until something serves them, a release runs whole in the decider's
+    /// call.
+    releases: (
+        crossbeam_channel::Sender<String>,
+        crossbeam_channel::Receiver<String>,
+    ),
+    releases_served: std::sync::atomic::AtomicBool,
 }
 
 pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
@@ -412,7 +421,31 @@ impl Authority {
             judges,
             jobs: crossbeam_channel::unbounded(),
             release_pacer: std::sync::OnceLock::new(),
+            releases: crossbeam_channel::unbounded(),
+            releases_served: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Finishes big releases in the background until `stop`: a grant's
+    /// decider is answered after the first chunk of the asks it covers,
+    /// not after the last of 10,000 (the mount runs this on a thread).
+    pub fn serve_releases(&self, stop: &std::sync::atomic::AtomicBool) {
+        use std::sync::atomic::Ordering;
+        self.releases_served.store(true, Ordering::SeqCst);
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(session) = self
+                .releases
+                .1
+                .recv_timeout(std::time::Duration::from_millis(100))
+            {
+                self.rewalk_pending_at(&session, usize::MAX);
+            }
+        }
+        self.releases_served.store(false, Ordering::SeqCst);
+        // What was still queued is finished here, not dropped.
+        while let Ok(session) = self.releases.1.try_recv() {
+            self.rewalk_pending_at(&session, usize::MAX);
+        }
     }
 
     /// Sets what a big release waits on between chunks (once; later calls
@@ -1020,7 +1053,15 @@ impl Authority {
             });
             publish(&mut state, session, event);
             drop(state);
-            self.rewalk_pending_at(&grant_at);
+            // The first chunk now; the rest in the background when a
+            // release server runs (its decider need not wait for them).
+            let served = self
+                .releases_served
+                .load(std::sync::atomic::Ordering::SeqCst);
+            let chunks = if served { 1 } else { usize::MAX };
+            if self.rewalk_pending_at(&grant_at, chunks) && served {
+                let _ = self.releases.0.send(grant_at);
+            }
         }
         Ok(())
     }
@@ -1119,7 +1160,8 @@ impl Authority {
     /// released: the first covered reader is answered after one chunk, and
     /// other asks wait for one chunk at most. An ask decided, withdrawn or
     /// ended meanwhile is skipped; a grant revoked meanwhile covers nothing.
-    fn rewalk_pending_at(&self, session: &str) {
+    /// At most `chunks` chunks; true when asks were left for later.
+    fn rewalk_pending_at(&self, session: &str, chunks: usize) -> bool {
         let below = format!("{session}/");
         let is_here = |at: &Option<String>| {
             at.as_deref()
@@ -1135,6 +1177,9 @@ impl Authority {
                 .collect()
         };
         for (index, chunk) in pending.chunks(RELEASE_CHUNK).enumerate() {
+            if index == chunks {
+                return true;
+            }
             if index > 0 {
                 if let Some(pace) = self.release_pacer.get() {
                     pace();
@@ -1149,7 +1194,7 @@ impl Authority {
                     continue;
                 }
                 let Some(node) = state.tree.get(session) else {
-                    return;
+                    return false;
                 };
                 let agents = agents_for(&state.tree, &ask.origin);
                 let covered = self
@@ -1168,6 +1213,7 @@ impl Authority {
                 }
             }
         }
+        false
     }
 
     /// Ends asks past their deadline (`timeout`). Returns how many.
