@@ -190,14 +190,12 @@ impl Resolved {
             // No path was given, so there is no alias set to show (the
             // reference's `matchValues` is null too).
             AskForm::SurfaceOnly { .. } => None,
-            AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => self
-                .facts
-                .intents
-                .first()
-                .map(|i| i.match_values.as_slice()),
+            AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => {
+                self.facts.intents.first().map(|i| &*i.match_values)
+            }
             _ => decided
                 .filter(|c| is_path_surface(&c.surface))
-                .map(|c| c.match_values.as_slice()),
+                .map(|c| &*c.match_values),
         };
         AnswerView {
             state: self.judgment.state,

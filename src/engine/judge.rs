@@ -17,6 +17,7 @@ use crate::facts::request::FactSet;
 use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
 use crate::policy::{CompileError, CompiledRules, Origin, PermissionState, RuleLayer};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// One surface's verdict and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,7 +38,8 @@ pub struct SurfaceCheck {
     pub origin: Origin,
     pub layer: RuleLayer,
     pub matched_value: String,
-    pub match_values: Vec<String>,
+    /// The fact's alias set, shared with the fact.
+    pub match_values: Arc<[String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The bash command unit that decided, for `bash`.
@@ -229,7 +231,7 @@ fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict)
         origin: verdict.rule.origin,
         layer: verdict.rule.layer,
         matched_value: verdict.matched_value,
-        match_values: intent.match_values.clone(),
+        match_values: Arc::clone(&intent.match_values),
         reason: verdict.rule.reason,
         command: None,
         floor: None,

@@ -9,16 +9,17 @@
 use super::path_text::{
     absolute_cwd, canonicalize_lenient, expand_home, is_within, relative, resolve,
 };
+use std::sync::Arc;
 
 /// Paths that are never "outside the working tree", whatever the cwd.
 pub const SAFE_SYSTEM_PATHS: [&str; 4] = ["/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessPath {
-    /// Aliases in match order.
-    pub match_values: Vec<String>,
+    /// Aliases in match order (shared with every fact made from the path).
+    pub match_values: Arc<[String]>,
     /// The canonical form ("" when the value was empty).
-    pub boundary: String,
+    pub boundary: Arc<str>,
 }
 
 /// Strips one pair of stray quotes and a leading `@`, then expands `~`:
@@ -88,8 +89,8 @@ impl AccessPath {
             match_values.push(boundary.clone());
         }
         Self {
-            match_values,
-            boundary,
+            match_values: match_values.into(),
+            boundary: boundary.into(),
         }
     }
 
@@ -103,15 +104,15 @@ impl AccessPath {
             return Self::empty();
         };
         Self {
-            match_values: lexical_aliases(literal, absolute.clone(), cwd),
-            boundary: absolute,
+            boundary: absolute.as_str().into(),
+            match_values: lexical_aliases(literal, absolute, cwd).into(),
         }
     }
 
     fn empty() -> Self {
         Self {
-            match_values: Vec::new(),
-            boundary: String::new(),
+            match_values: Arc::new([]),
+            boundary: "".into(),
         }
     }
 
@@ -121,11 +122,11 @@ impl AccessPath {
     pub fn for_literal(literal: &str) -> Self {
         Self {
             match_values: if literal.is_empty() {
-                Vec::new()
+                Arc::new([])
             } else {
-                vec![literal.to_string()]
+                Arc::new([literal.to_string()])
             },
-            boundary: String::new(),
+            boundary: "".into(),
         }
     }
 
@@ -276,24 +277,21 @@ mod tests {
     #[test]
     fn alias_order_and_dedup() {
         let path = AccessPath::for_path("src/a.rs", "/nonexistent-w", "/home/u");
-        assert_eq!(
-            path.match_values,
-            vec!["/nonexistent-w/src/a.rs", "src/a.rs"]
-        );
-        assert_eq!(path.boundary, "/nonexistent-w/src/a.rs");
+        assert_eq!(*path.match_values, ["/nonexistent-w/src/a.rs", "src/a.rs"]);
+        assert_eq!(&*path.boundary, "/nonexistent-w/src/a.rs");
 
         let path = AccessPath::for_path("../x", "/nonexistent-w/sub", "/home/u");
-        assert_eq!(path.match_values, vec!["/nonexistent-w/x", "../x"]);
+        assert_eq!(*path.match_values, ["/nonexistent-w/x", "../x"]);
         assert!(path.is_outside("/nonexistent-w/sub"));
 
         let path = AccessPath::for_path("~/notes", "/nonexistent-w", "/nonexistent-home");
-        assert_eq!(path.match_values, vec!["/nonexistent-home/notes"]);
+        assert_eq!(*path.match_values, ["/nonexistent-home/notes"]);
 
         let path = AccessPath::for_path("'@src/b'", "/nonexistent-w", "/h");
-        assert_eq!(path.match_values, vec!["/nonexistent-w/src/b", "src/b"]);
+        assert_eq!(*path.match_values, ["/nonexistent-w/src/b", "src/b"]);
 
         let path = AccessPath::for_path(".", "/nonexistent-w", "/h");
-        assert_eq!(path.match_values, vec!["/nonexistent-w", "."]);
+        assert_eq!(*path.match_values, ["/nonexistent-w", "."]);
     }
 
     #[test]
@@ -311,7 +309,7 @@ mod tests {
         let path = AccessPath::for_path("link/new/file.txt", &cwd, "/h");
         let canonical_outside = std::fs::canonicalize(&outside).expect("canonical");
         let expected = format!("{}/new/file.txt", canonical_outside.display());
-        assert_eq!(path.boundary, expected);
+        assert_eq!(*path.boundary, expected);
         assert_eq!(path.match_values.last(), Some(&expected));
         assert!(path.is_outside(&canonical_cwd(&cwd)));
         let inside = AccessPath::for_path("plain.txt", &cwd, "/h");

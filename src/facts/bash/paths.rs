@@ -100,8 +100,8 @@ fn words_of(command: &str) -> Option<Vec<Word>> {
 
 fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
     let mut out = BashPaths::default();
-    let mut seen_external: Vec<String> = Vec::new();
-    let mut seen_rule: Vec<Vec<String>> = Vec::new();
+    let mut seen_external: Vec<Arc<str>> = Vec::new();
+    let mut seen_rule: Vec<Arc<[String]>> = Vec::new();
     for word in words {
         let token = word.token.as_str();
         if reject_non_path_token(token) {
@@ -119,7 +119,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) 
             };
             let external = if resolve_base.is_none() && relative {
                 // Could resolve anywhere: outside unless it is a device.
-                !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&path.boundary.as_str())
+                !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&&*path.boundary)
             } else {
                 is_outside(&path.boundary, canonical_cwd.get())
             };
@@ -163,7 +163,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) 
         if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
             continue;
         }
-        seen_rule.push(path.match_values.clone());
+        seen_rule.push(Arc::clone(&path.match_values));
         out.rule_words.push(RuleWord {
             token: token.to_string(),
             path,
@@ -773,7 +773,7 @@ mod tests {
         let words = paths("cd \"$D\" && cat ../z");
         assert_eq!(words.external.len(), 1);
         let shaped: Vec<&RuleWord> = words.rule_words.iter().filter(|w| !w.bare).collect();
-        assert_eq!(shaped[0].path.match_values, ["../z"]);
+        assert_eq!(*shaped[0].path.match_values, ["../z"]);
     }
 
     #[test]
