@@ -17,6 +17,7 @@ use crate::facts::request::FactSet;
 use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
 use crate::policy::{CompileError, CompiledRules, Origin, PermissionState, RuleLayer};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// One surface's verdict and why.
@@ -165,14 +166,16 @@ fn check_intent(
                 intent,
                 surface,
                 RuleVerdict {
-                    rule: crate::policy::Rule::new(
-                        surface,
-                        "*",
-                        PermissionState::Allow,
-                        Origin::Builtin,
-                    )
-                    .with_layer(RuleLayer::Default),
-                    matched_value: word.to_string(),
+                    rule: Cow::Owned(
+                        crate::policy::Rule::new(
+                            surface,
+                            "*",
+                            PermissionState::Allow,
+                            Origin::Builtin,
+                        )
+                        .with_layer(RuleLayer::Default),
+                    ),
+                    matched_value: Cow::Borrowed(word),
                 },
             );
             check.counted = false;
@@ -212,14 +215,14 @@ fn check_intent(
             evaluate_first(stack, surface, &intent.match_values)?,
         )
     };
-    check.surface = intent.surface.clone();
-    check.family = Family::of(surface);
     if let Some(floor) = &intent.floor {
         apply_floor(&mut check, floor);
     }
     Ok(check)
 }
 
+/// The check of `intent` as `verdict` decided it (its `surface` and
+/// `family` are the intent's, whichever direction or rule answered).
 fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict) -> SurfaceCheck {
     SurfaceCheck {
         surface: intent.surface.clone(),
@@ -230,9 +233,9 @@ fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict)
         rule_surface: rule_surface.to_string(),
         origin: verdict.rule.origin,
         layer: verdict.rule.layer,
-        matched_value: verdict.matched_value,
+        matched_value: verdict.matched_value.into_owned(),
         match_values: Arc::clone(&intent.match_values),
-        reason: verdict.rule.reason,
+        reason: verdict.rule.reason.clone(),
         command: None,
         floor: None,
         word: intent.word.clone(),
