@@ -75,7 +75,15 @@ impl AccessPath {
     /// A path typed where the working directory was `base` (a bash word
     /// after `cd`), its cwd-relative alias still taken against the
     /// session's `cwd`. Both must be absolute.
+    /// Remembered while a snapshot scope is open (`facts::memo`).
     pub fn for_path_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        super::memo::path(
+            || super::memo::key(&["path", value, base, cwd, home]),
+            || Self::for_path_afresh(value, base, cwd, home),
+        )
+    }
+
+    fn for_path_afresh(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let Some((literal, absolute)) = cleaned(value, base, home) else {
             return Self::empty();
         };
@@ -99,7 +107,15 @@ impl AccessPath {
     /// `main`), which most words of a line are and which counts only when a
     /// specific rule names the word itself: resolving each would cost a
     /// `realpath` per word on every ask.
+    /// Remembered while a snapshot scope is open, as [`Self::for_path_in`].
     pub fn for_word_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        super::memo::path(
+            || super::memo::key(&["word", value, base, cwd, home]),
+            || Self::for_word_afresh(value, base, cwd, home),
+        )
+    }
+
+    fn for_word_afresh(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let Some((literal, absolute)) = cleaned(value, base, home) else {
             return Self::empty();
         };
