@@ -86,9 +86,9 @@ fn intent() -> impl Strategy<Value = AccessIntent> {
             |(surface, values, boundary, floor, word, bare_word)| AccessIntent {
                 surface: surface.to_string(),
                 match_values: values.into_iter().map(str::to_string).collect(),
-                boundary_value: boundary.map(str::to_string),
+                boundary_value: boundary.map(Into::into),
                 requester_cwd: "/work".into(),
-                principal: principal(),
+                principal: principal().into(),
                 floor: floor.map(str::to_string),
                 word: word.map(str::to_string),
                 bare_word,
@@ -178,10 +178,10 @@ fn two_path_writes_no_rule_matched_is_ask_not_allow() {
     let (policy, _dir) = policy("ask");
     let write = AccessIntent {
         surface: "path_write".into(),
-        match_values: vec!["/etc/passwd".into()],
+        match_values: ["/etc/passwd".into()].into(),
         boundary_value: Some("/etc/passwd".into()),
         requester_cwd: "/work".into(),
-        principal: principal(),
+        principal: principal().into(),
         floor: None,
         word: None,
         bare_word: false,

@@ -1597,8 +1597,8 @@ fn external_directory_through_symlinks() {
         .find(|i| i.surface == "external_directory_read")
         .expect("an external_directory_read intent");
     assert_eq!(
-        external.match_values,
-        vec![
+        *external.match_values,
+        [
             format!("{cwd_str}/out-link/secret.txt"),
             "out-link/secret.txt".to_string(),
             format!("{outside_str}/secret.txt"),

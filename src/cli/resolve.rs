@@ -1,6 +1,7 @@
 //! `permfs resolve`: the engine without a mount, for testing a config and
 //! for conformance checks against the reference.
 
+use super::json_line;
 use crate::engine::judge::{judge, Judgment, SurfaceCheck};
 use crate::facts::intent::{is_path_surface, AccessIntent, Principal};
 use crate::facts::memo::Snapshot;
@@ -72,6 +73,8 @@ pub fn run(args: ResolveArgs) -> i32 {
     let mut snapshot = Snapshot::open();
     let mut failed = false;
     let mut line = String::new();
+    // One answer's text, reused from line to line.
+    let mut answer_text: Vec<u8> = Vec::with_capacity(4096);
     let mut number = 0usize;
     loop {
         line.clear();
@@ -85,15 +88,20 @@ pub fn run(args: ResolveArgs) -> i32 {
         }
         let text = line.trim_end_matches(['\n', '\r']);
         if !text.trim().is_empty() {
+            answer_text.clear();
             let written = match resolve_line(&loader, &mut requesters, args.agent.as_deref(), text)
             {
-                Ok(answer) => serde_json::to_writer(&mut out, &answer.view()),
+                Ok(answer) => json_line::write_line(&mut answer_text, &answer.view()),
                 Err(error) => {
                     failed = true;
-                    serde_json::to_writer(&mut out, &json!({"line": number, "error": error}))
+                    json_line::write_line(
+                        &mut answer_text,
+                        &json!({"line": number, "error": error}),
+                    )
                 }
             };
-            if written.is_err() || out.write_all(b"\n").is_err() {
+            answer_text.push(b'\n');
+            if written.is_err() || out.write_all(&answer_text).is_err() {
                 return 1;
             }
         }
@@ -190,14 +198,12 @@ impl Resolved {
             // No path was given, so there is no alias set to show (the
             // reference's `matchValues` is null too).
             AskForm::SurfaceOnly { .. } => None,
-            AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => self
-                .facts
-                .intents
-                .first()
-                .map(|i| i.match_values.as_slice()),
+            AskForm::Surface { surface, .. } if is_path_surface(surface.trim()) => {
+                self.facts.intents.first().map(|i| &*i.match_values)
+            }
             _ => decided
                 .filter(|c| is_path_surface(&c.surface))
-                .map(|c| c.match_values.as_slice()),
+                .map(|c| &*c.match_values),
         };
         AnswerView {
             state: self.judgment.state,

@@ -40,7 +40,7 @@ pub fn explain(
             }
             values
         } else {
-            intent.match_values.clone()
+            intent.match_values.to_vec()
         };
         let mut matched = Vec::new();
         for rule_surface in &rule_surfaces {

@@ -17,6 +17,8 @@ use crate::facts::request::FactSet;
 use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
 use crate::policy::{CompileError, CompiledRules, Origin, PermissionState, RuleLayer};
 use serde::Serialize;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// One surface's verdict and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,7 +39,8 @@ pub struct SurfaceCheck {
     pub origin: Origin,
     pub layer: RuleLayer,
     pub matched_value: String,
-    pub match_values: Vec<String>,
+    /// The fact's alias set, shared with the fact.
+    pub match_values: Arc<[String]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The bash command unit that decided, for `bash`.
@@ -163,14 +166,16 @@ fn check_intent(
                 intent,
                 surface,
                 RuleVerdict {
-                    rule: crate::policy::Rule::new(
-                        surface,
-                        "*",
-                        PermissionState::Allow,
-                        Origin::Builtin,
-                    )
-                    .with_layer(RuleLayer::Default),
-                    matched_value: word.to_string(),
+                    rule: Cow::Owned(
+                        crate::policy::Rule::new(
+                            surface,
+                            "*",
+                            PermissionState::Allow,
+                            Origin::Builtin,
+                        )
+                        .with_layer(RuleLayer::Default),
+                    ),
+                    matched_value: Cow::Borrowed(word),
                 },
             );
             check.counted = false;
@@ -210,14 +215,14 @@ fn check_intent(
             evaluate_first(stack, surface, &intent.match_values)?,
         )
     };
-    check.surface = intent.surface.clone();
-    check.family = Family::of(surface);
     if let Some(floor) = &intent.floor {
         apply_floor(&mut check, floor);
     }
     Ok(check)
 }
 
+/// The check of `intent` as `verdict` decided it (its `surface` and
+/// `family` are the intent's, whichever direction or rule answered).
 fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict) -> SurfaceCheck {
     SurfaceCheck {
         surface: intent.surface.clone(),
@@ -228,9 +233,9 @@ fn from_verdict(intent: &AccessIntent, rule_surface: &str, verdict: RuleVerdict)
         rule_surface: rule_surface.to_string(),
         origin: verdict.rule.origin,
         layer: verdict.rule.layer,
-        matched_value: verdict.matched_value,
-        match_values: intent.match_values.clone(),
-        reason: verdict.rule.reason,
+        matched_value: verdict.matched_value.into_owned(),
+        match_values: Arc::clone(&intent.match_values),
+        reason: verdict.rule.reason.clone(),
         command: None,
         floor: None,
         word: intent.word.clone(),

@@ -9,16 +9,17 @@
 use super::path_text::{
     absolute_cwd, canonicalize_lenient, expand_home, is_within, relative, resolve,
 };
+use std::sync::Arc;
 
 /// Paths that are never "outside the working tree", whatever the cwd.
 pub const SAFE_SYSTEM_PATHS: [&str; 4] = ["/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessPath {
-    /// Aliases in match order.
-    pub match_values: Vec<String>,
+    /// Aliases in match order (shared with every fact made from the path).
+    pub match_values: Arc<[String]>,
     /// The canonical form ("" when the value was empty).
-    pub boundary: String,
+    pub boundary: Arc<str>,
 }
 
 /// Strips one pair of stray quotes and a leading `@`, then expands `~`:
@@ -74,7 +75,15 @@ impl AccessPath {
     /// A path typed where the working directory was `base` (a bash word
     /// after `cd`), its cwd-relative alias still taken against the
     /// session's `cwd`. Both must be absolute.
+    /// Remembered while a snapshot scope is open (`facts::memo`).
     pub fn for_path_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        super::memo::path(
+            || super::memo::key(&["path", value, base, cwd, home]),
+            || Self::for_path_afresh(value, base, cwd, home),
+        )
+    }
+
+    fn for_path_afresh(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let Some((literal, absolute)) = cleaned(value, base, home) else {
             return Self::empty();
         };
@@ -88,8 +97,8 @@ impl AccessPath {
             match_values.push(boundary.clone());
         }
         Self {
-            match_values,
-            boundary,
+            match_values: match_values.into(),
+            boundary: boundary.into(),
         }
     }
 
@@ -98,20 +107,28 @@ impl AccessPath {
     /// `main`), which most words of a line are and which counts only when a
     /// specific rule names the word itself: resolving each would cost a
     /// `realpath` per word on every ask.
+    /// Remembered while a snapshot scope is open, as [`Self::for_path_in`].
     pub fn for_word_in(value: &str, base: &str, cwd: &str, home: &str) -> Self {
+        super::memo::path(
+            || super::memo::key(&["word", value, base, cwd, home]),
+            || Self::for_word_afresh(value, base, cwd, home),
+        )
+    }
+
+    fn for_word_afresh(value: &str, base: &str, cwd: &str, home: &str) -> Self {
         let Some((literal, absolute)) = cleaned(value, base, home) else {
             return Self::empty();
         };
         Self {
-            match_values: lexical_aliases(literal, absolute.clone(), cwd),
-            boundary: absolute,
+            boundary: absolute.as_str().into(),
+            match_values: lexical_aliases(literal, absolute, cwd).into(),
         }
     }
 
     fn empty() -> Self {
         Self {
-            match_values: Vec::new(),
-            boundary: String::new(),
+            match_values: Arc::new([]),
+            boundary: "".into(),
         }
     }
 
@@ -121,11 +138,11 @@ impl AccessPath {
     pub fn for_literal(literal: &str) -> Self {
         Self {
             match_values: if literal.is_empty() {
-                Vec::new()
+                Arc::new([])
             } else {
-                vec![literal.to_string()]
+                Arc::new([literal.to_string()])
             },
-            boundary: String::new(),
+            boundary: "".into(),
         }
     }
 
@@ -276,24 +293,21 @@ mod tests {
     #[test]
     fn alias_order_and_dedup() {
         let path = AccessPath::for_path("src/a.rs", "/nonexistent-w", "/home/u");
-        assert_eq!(
-            path.match_values,
-            vec!["/nonexistent-w/src/a.rs", "src/a.rs"]
-        );
-        assert_eq!(path.boundary, "/nonexistent-w/src/a.rs");
+        assert_eq!(*path.match_values, ["/nonexistent-w/src/a.rs", "src/a.rs"]);
+        assert_eq!(&*path.boundary, "/nonexistent-w/src/a.rs");
 
         let path = AccessPath::for_path("../x", "/nonexistent-w/sub", "/home/u");
-        assert_eq!(path.match_values, vec!["/nonexistent-w/x", "../x"]);
+        assert_eq!(*path.match_values, ["/nonexistent-w/x", "../x"]);
         assert!(path.is_outside("/nonexistent-w/sub"));
 
         let path = AccessPath::for_path("~/notes", "/nonexistent-w", "/nonexistent-home");
-        assert_eq!(path.match_values, vec!["/nonexistent-home/notes"]);
+        assert_eq!(*path.match_values, ["/nonexistent-home/notes"]);
 
         let path = AccessPath::for_path("'@src/b'", "/nonexistent-w", "/h");
-        assert_eq!(path.match_values, vec!["/nonexistent-w/src/b", "src/b"]);
+        assert_eq!(*path.match_values, ["/nonexistent-w/src/b", "src/b"]);
 
         let path = AccessPath::for_path(".", "/nonexistent-w", "/h");
-        assert_eq!(path.match_values, vec!["/nonexistent-w", "."]);
+        assert_eq!(*path.match_values, ["/nonexistent-w", "."]);
     }
 
     #[test]
@@ -311,7 +325,7 @@ mod tests {
         let path = AccessPath::for_path("link/new/file.txt", &cwd, "/h");
         let canonical_outside = std::fs::canonicalize(&outside).expect("canonical");
         let expected = format!("{}/new/file.txt", canonical_outside.display());
-        assert_eq!(path.boundary, expected);
+        assert_eq!(*path.boundary, expected);
         assert_eq!(path.match_values.last(), Some(&expected));
         assert!(path.is_outside(&canonical_cwd(&cwd)));
         let inside = AccessPath::for_path("plain.txt", &cwd, "/h");

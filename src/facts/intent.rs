@@ -3,8 +3,15 @@
 //! Plain strings only, so the facts can travel to any ancestor (or be
 //! written by a client in its own mount namespace) and be judged there
 //! without being re-derived.
+//!
+//! The strings every fact of an ask repeats (the requester's cwd and
+//! identity, a path's alias set and canonical form, which several surfaces
+//! of one tool call share) are held by `Arc`: a fact set and the checks
+//! judged from it share one copy instead of each owning its own. On the
+//! wire they are plain strings as before.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Who is asking. Filled in by whoever knows the asker's identity (the
 /// mount, from the outbox written), never taken from a request's claims.
@@ -20,10 +27,10 @@ pub struct Principal {
 #[serde(rename_all = "camelCase")]
 pub struct AccessIntent {
     pub surface: String,
-    pub match_values: Vec<String>,
-    pub boundary_value: Option<String>,
-    pub requester_cwd: String,
-    pub principal: Principal,
+    pub match_values: Arc<[String]>,
+    pub boundary_value: Option<Arc<str>>,
+    pub requester_cwd: Arc<str>,
+    pub principal: Arc<Principal>,
     /// The reference's floor marker: set when the asking side floored an
     /// `allow` it could not trust (an opaque wrapper, say). An ancestor's
     /// `allow` rule may then not answer alone.

@@ -12,9 +12,16 @@
 //!   batch of input (renewed when the input runs dry and at least every
 //!   second), so a batch is judged against one view of the filesystem and
 //!   a symlink changed between batches is seen; the daemon opens none.
+//!   What is computed from that view alone (a path's alias set, a bash
+//!   line's path words at a cwd) is remembered in the scope too: within
+//!   it, the same inputs give the same result, so a batch that asks about
+//!   the same path or line again gets it without the string work.
 
+use super::access_path::AccessPath;
+use super::bash::BashPaths;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Texts longer than this are not remembered (a long line is rare, and its
@@ -79,6 +86,16 @@ pub enum Entry {
 struct Views {
     canonical: HashMap<String, String>,
     entries: HashMap<String, Entry>,
+    /// Alias sets, by [`key`] of everything they were computed from.
+    paths: HashMap<String, AccessPath>,
+    /// Bash lines' path words, likewise.
+    bash_paths: HashMap<String, Arc<BashPaths>>,
+}
+
+impl Views {
+    fn len(&self) -> usize {
+        self.canonical.len() + self.entries.len() + self.paths.len() + self.bash_paths.len()
+    }
 }
 
 /// Entries a scope holds at most; past this it starts afresh (a run over
@@ -97,7 +114,8 @@ fn start_views() {
     });
 }
 
-fn in_scope() -> bool {
+/// Whether a snapshot scope is open on this thread.
+pub fn in_scope() -> bool {
     SNAPSHOT.with(|cell| cell.try_borrow().is_ok_and(|slot| slot.is_some()))
 }
 
@@ -157,7 +175,7 @@ fn remembered<T: Clone>(
             SNAPSHOT.with(|cell| {
                 if let Ok(mut slot) = cell.try_borrow_mut() {
                     if let Some(views) = slot.as_mut() {
-                        if views.canonical.len() + views.entries.len() >= MAX_SNAPSHOT_ENTRIES {
+                        if views.len() >= MAX_SNAPSHOT_ENTRIES {
                             *views = Views::default();
                         }
                         pick(views).insert(key.to_string(), value.clone());
@@ -173,6 +191,40 @@ fn remembered<T: Clone>(
 /// scope remembers it.
 pub fn canonical(absolute: &str, compute: impl FnOnce() -> String) -> String {
     remembered(absolute, |v| &mut v.canonical, compute)
+}
+
+/// One key for several texts, unambiguous whatever they contain (each is
+/// prefixed by its length).
+pub fn key(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
+    for part in parts {
+        out.push_str(&part.len().to_string());
+        out.push(':');
+        out.push_str(part);
+    }
+    out
+}
+
+/// An alias set computed by `compute` from the inputs `key` names, unless
+/// the open scope remembers it. `compute` may look at the filesystem only
+/// through this scope ([`canonical`], [`entry`]).
+/// `key` is only built while a scope is open.
+pub fn path(key: impl FnOnce() -> String, compute: impl FnOnce() -> AccessPath) -> AccessPath {
+    if !in_scope() {
+        return compute();
+    }
+    remembered(&key(), |v| &mut v.paths, compute)
+}
+
+/// A bash line's path words at a cwd, as [`path`] for alias sets.
+pub fn bash_paths(
+    key: impl FnOnce() -> String,
+    compute: impl FnOnce() -> Arc<BashPaths>,
+) -> Arc<BashPaths> {
+    if !in_scope() {
+        return compute();
+    }
+    remembered(&key(), |v| &mut v.bash_paths, compute)
 }
 
 /// What `lstat(path)` says, remembered in the open scope; any error counts
@@ -208,6 +260,33 @@ mod tests {
         let long = "x".repeat(MAX_MEMO_KEY + 1);
         memo.get_or(&long, |t| t.len());
         assert!(!memo.map.contains_key(&long));
+    }
+
+    #[test]
+    fn keys_do_not_run_together() {
+        assert_ne!(key(&["ab", "c"]), key(&["a", "bc"]));
+        assert_ne!(key(&["1:a", ""]), key(&["1", "a"]));
+    }
+
+    #[test]
+    fn an_alias_set_is_remembered_only_within_a_scope() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let cwd = root.join("w");
+        std::fs::create_dir(&cwd).expect("mkdir");
+        std::fs::create_dir(root.join("a")).expect("mkdir");
+        std::fs::create_dir(root.join("b")).expect("mkdir");
+        std::os::unix::fs::symlink(root.join("a"), cwd.join("l")).expect("symlink");
+        let cwd = cwd.to_string_lossy().into_owned();
+        let boundary = || AccessPath::for_path("l/x", &cwd, "/h").boundary;
+        let mut scope = Snapshot::open();
+        assert!(boundary().ends_with("/a/x"));
+        std::fs::remove_file(format!("{cwd}/l")).expect("rm");
+        std::os::unix::fs::symlink(root.join("b"), format!("{cwd}/l")).expect("symlink");
+        assert!(boundary().ends_with("/a/x"), "the scope's view");
+        scope.renew_if(true, Duration::from_secs(1));
+        assert!(boundary().ends_with("/b/x"), "a renewed scope looks again");
+        drop(scope);
     }
 
     #[test]

@@ -226,11 +226,11 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
                 .ok_or("accessIntent.matchValues must be a non-empty array of strings")?
                 .iter()
                 .map(|v| v.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
+                .collect::<Option<Arc<[_]>>>()
                 .ok_or("accessIntent.matchValues must contain only strings")?;
             let boundary_value = match object.get("boundaryValue") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::String(s)) => Some(s.as_str().into()),
                 Some(_) => return Err("accessIntent.boundaryValue must be a string or null".into()),
             };
             let floor = match object.get("floor") {
@@ -242,7 +242,7 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
                 .get("requesterCwd")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
-                .to_string();
+                .into();
             Ok(AccessIntent {
                 surface: surface.to_string(),
                 match_values,
@@ -250,7 +250,7 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
                 requester_cwd,
                 // Identity inside a request is never trusted: the caller
                 // stamps the real principal.
-                principal: Principal::default(),
+                principal: Arc::default(),
                 floor,
                 word: None,
                 bare_word: false,
@@ -263,9 +263,12 @@ fn parse_intents(value: &Value) -> Result<Vec<AccessIntent>, String> {
 #[derive(Debug, Clone)]
 pub struct Requester {
     pub cwd: String,
+    /// `cwd` as every fact carries it: one copy, shared by all of them.
+    fact_cwd: Arc<str>,
     canonical_cwd: CanonicalCwd,
     home: String,
-    pub principal: Principal,
+    /// Shared by every fact, like `fact_cwd`.
+    pub principal: Arc<Principal>,
 }
 
 /// The facts of one ask: every surface it raises, in gate order.
@@ -285,9 +288,10 @@ impl Requester {
         let cwd = absolute_cwd(cwd);
         Self {
             canonical_cwd: CanonicalCwd::of(&cwd),
+            fact_cwd: cwd.as_str().into(),
             cwd,
             home: home_dir(),
-            principal,
+            principal: Arc::new(principal),
         }
     }
 
@@ -296,9 +300,10 @@ impl Requester {
     pub fn of_session(place: &Arc<CwdCache>, principal: Principal) -> Self {
         Self {
             cwd: place.cwd().to_string(),
+            fact_cwd: place.cwd().into(),
             home: place.home().to_string(),
             canonical_cwd: CanonicalCwd::of_session(Arc::clone(place)),
-            principal,
+            principal: Arc::new(principal),
         }
     }
 
@@ -313,9 +318,9 @@ impl Requester {
                     .iter()
                     .cloned()
                     .map(|mut intent| {
-                        intent.principal = self.principal.clone();
+                        intent.principal = Arc::clone(&self.principal);
                         if intent.requester_cwd.is_empty() {
-                            intent.requester_cwd = self.cwd.clone();
+                            intent.requester_cwd = Arc::clone(&self.fact_cwd);
                         }
                         intent
                     })
@@ -399,13 +404,13 @@ impl Requester {
         AccessIntent {
             surface: surface.to_string(),
             match_values: if path.match_values.is_empty() {
-                vec!["*".into()]
+                Arc::new(["*".into()])
             } else {
-                path.match_values.clone()
+                Arc::clone(&path.match_values)
             },
-            boundary_value: (!path.boundary.is_empty()).then(|| path.boundary.clone()),
-            requester_cwd: self.cwd.clone(),
-            principal: self.principal.clone(),
+            boundary_value: (!path.boundary.is_empty()).then(|| Arc::clone(&path.boundary)),
+            requester_cwd: Arc::clone(&self.fact_cwd),
+            principal: Arc::clone(&self.principal),
             floor: None,
             word: None,
             bare_word: false,
@@ -415,10 +420,10 @@ impl Requester {
     fn plain_intent(&self, surface: &str, values: Vec<String>) -> AccessIntent {
         AccessIntent {
             surface: surface.to_string(),
-            match_values: values,
+            match_values: values.into(),
             boundary_value: None,
-            requester_cwd: self.cwd.clone(),
-            principal: self.principal.clone(),
+            requester_cwd: Arc::clone(&self.fact_cwd),
+            principal: Arc::clone(&self.principal),
             floor: None,
             word: None,
             bare_word: false,
@@ -619,7 +624,7 @@ mod tests {
         });
         assert_eq!(surfaces(&facts), ["path_read", "read"]);
         assert_eq!(
-            facts.intents[1].match_values,
+            *facts.intents[1].match_values,
             ["/nonexistent-w/src/a.rs", "src/a.rs"]
         );
         let facts = r.facts(&AskForm::ToolCall {
@@ -640,7 +645,7 @@ mod tests {
             input: json!({"pattern": "x"}),
         });
         assert_eq!(surfaces(&facts), ["grep"]);
-        assert_eq!(facts.intents[0].match_values, ["*"]);
+        assert_eq!(*facts.intents[0].match_values, ["*"]);
         let facts = r.facts(&AskForm::ToolCall {
             tool: "deploy".into(),
             input: json!({"path": "a"}),
@@ -708,7 +713,7 @@ mod tests {
             panic!("intents expected")
         };
         assert_eq!(
-            intents[0].principal,
+            *intents[0].principal,
             Principal::default(),
             "claimed identity is dropped"
         );
@@ -785,7 +790,7 @@ mod tests {
             assert_eq!(facts.intents.len(), 1, "{surface}");
             let intent = &facts.intents[0];
             assert_eq!(intent.surface, surface);
-            assert_eq!(intent.match_values, values, "{surface}");
+            assert_eq!(*intent.match_values, values, "{surface}");
             // No path, so no alias set and no boundary to cross.
             assert_eq!(intent.boundary_value, None, "{surface}");
         }
@@ -794,7 +799,7 @@ mod tests {
             surface: "read".into(),
             value: " ".into(),
         });
-        assert_eq!(facts.intents[0].match_values, ["*"]);
+        assert_eq!(*facts.intents[0].match_values, ["*"]);
         assert_eq!(facts.intents[0].boundary_value, None);
     }
 
@@ -805,18 +810,14 @@ mod tests {
             surface: "deploy".into(),
             value: "prod".into(),
         });
-        let values: Vec<_> = facts.intents.iter().map(|i| &i.match_values).collect();
-        assert_eq!(values, [&vec!["*".to_string()], &vec!["prod".to_string()]]);
+        let values: Vec<_> = facts.intents.iter().map(|i| &*i.match_values).collect();
+        assert_eq!(values, [["*"], ["prod"]]);
         assert_eq!(surfaces(&facts), ["deploy", "deploy"]);
         let facts = r.facts(&AskForm::Surface {
             surface: "mcp".into(),
             value: "exa".into(),
         });
-        let values: Vec<_> = facts
-            .intents
-            .iter()
-            .map(|i| i.match_values.clone())
-            .collect();
+        let values: Vec<_> = facts.intents.iter().map(|i| &*i.match_values).collect();
         assert_eq!(values, [["mcp_status", "mcp"], ["exa", "mcp"]]);
         // `*` itself, the status target, bash, skill and path surfaces keep
         // one fact.

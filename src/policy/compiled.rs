@@ -139,15 +139,30 @@ impl CompiledRules {
         surface: &str,
         values: &[String],
     ) -> Result<Vec<Option<usize>>, CompileError> {
+        let mut out = vec![None; values.len()];
+        self.each_last_match(surface, values, |value, rule| out[value] = Some(rule))?;
+        Ok(out)
+    }
+
+    /// [`Self::last_matches`] without building the list: `found(value,
+    /// rule)` for each value (by position) that some rule matches. The
+    /// judging path calls this for every value of every fact, so it
+    /// allocates only the globset's scratch list.
+    pub fn each_last_match(
+        &self,
+        surface: &str,
+        values: &[String],
+        mut found: impl FnMut(usize, usize),
+    ) -> Result<(), CompileError> {
         let index = self.surface_index(surface)?;
         let mut scratch = Vec::new();
-        Ok(values
-            .iter()
-            .map(|value| {
-                index.set.matches_into(value.as_str(), &mut scratch);
-                scratch.iter().map(|&glob| index.glob_rule[glob]).max()
-            })
-            .collect())
+        for (position, value) in values.iter().enumerate() {
+            index.set.matches_into(value.as_str(), &mut scratch);
+            if let Some(rule) = scratch.iter().map(|&glob| index.glob_rule[glob]).max() {
+                found(position, rule);
+            }
+        }
+        Ok(())
     }
 
     /// Every rule on `surface` that matches `value`, in rule order (for

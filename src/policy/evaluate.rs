@@ -6,18 +6,28 @@
 
 use super::compiled::{CompileError, CompiledRules};
 use super::rule::{Rule, RuleLayer};
+use std::borrow::Cow;
 
-/// The rule that decided one surface, and the value it matched.
+/// The rule that decided one surface, and the value it matched, both
+/// borrowed from the rule list and the values judged where they can be:
+/// a verdict is made for every value of every fact and read at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleVerdict {
-    pub rule: Rule,
-    pub matched_value: String,
+pub struct RuleVerdict<'a> {
+    pub rule: Cow<'a, Rule>,
+    pub matched_value: Cow<'a, str>,
 }
 
-impl RuleVerdict {
+impl RuleVerdict<'_> {
     /// True when only the synthesized universal default matched.
     pub fn is_default(&self) -> bool {
         self.rule.layer == RuleLayer::Default
+    }
+
+    fn into_owned(self) -> RuleVerdict<'static> {
+        RuleVerdict {
+            rule: Cow::Owned(self.rule.into_owned()),
+            matched_value: Cow::Owned(self.matched_value.into_owned()),
+        }
     }
 }
 
@@ -34,73 +44,82 @@ fn last_positions(
         if rules.is_empty() {
             continue;
         }
-        for (slot, found) in best.iter_mut().zip(rules.last_matches(surface, values)?) {
-            if let Some(index) = found {
-                *slot = Some((list, index));
-            }
-        }
+        rules.each_last_match(surface, values, |value, index| {
+            best[value] = Some((list, index));
+        })?;
     }
     Ok(best)
 }
 
-fn fallback(surface: &str, values: &[String]) -> RuleVerdict {
+fn fallback(surface: &str, values: &[String]) -> RuleVerdict<'static> {
     // Unreachable with a composed config (its universal default matches
     // everything), kept so an empty stack still fails closed to `ask`.
     let value = values.first().cloned().unwrap_or_else(|| "*".into());
     RuleVerdict {
-        rule: Rule::new(
-            surface,
-            &value,
-            super::state::PermissionState::Ask,
-            super::state::Origin::Builtin,
-        )
-        .with_layer(RuleLayer::Default),
-        matched_value: value,
+        rule: Cow::Owned(
+            Rule::new(
+                surface,
+                &value,
+                super::state::PermissionState::Ask,
+                super::state::Origin::Builtin,
+            )
+            .with_layer(RuleLayer::Default),
+        ),
+        matched_value: Cow::Owned(value),
     }
+}
+
+/// The values judged when none were given: `*`.
+fn star() -> [String; 1] {
+    ["*".to_string()]
 }
 
 /// Path surfaces: the values are aliases of one path, so rule order decides
 /// across all of them (the last rule matching any alias wins), and the
 /// reported value is the first alias the winning rule matches.
-pub fn evaluate_any_value(
-    stack: &[&CompiledRules],
+pub fn evaluate_any_value<'a>(
+    stack: &[&'a CompiledRules],
     surface: &str,
-    values: &[String],
-) -> Result<RuleVerdict, CompileError> {
-    let values = non_empty_or_star(values);
-    let positions = last_positions(stack, surface, &values)?;
+    values: &'a [String],
+) -> Result<RuleVerdict<'a>, CompileError> {
+    if values.is_empty() {
+        return evaluate_any_value(stack, surface, &star()).map(RuleVerdict::into_owned);
+    }
+    let positions = last_positions(stack, surface, values)?;
     let Some(winner) = positions.iter().flatten().max().copied() else {
-        return Ok(fallback(surface, &values));
+        return Ok(fallback(surface, values));
     };
     let (list, index) = winner;
-    let mut matched_value = values[0].clone();
+    let mut matched_value = values[0].as_str();
     for (value, position) in values.iter().zip(&positions) {
         // A value whose own last match is the winner certainly matches it;
         // otherwise ask the winning rule directly.
         if *position == Some(winner) || stack[list].rule_matches(surface, index, value)? {
-            matched_value = value.clone();
+            matched_value = value;
             break;
         }
     }
     Ok(RuleVerdict {
-        rule: stack[list].rule(index).clone(),
-        matched_value,
+        rule: Cow::Borrowed(stack[list].rule(index)),
+        matched_value: Cow::Borrowed(matched_value),
     })
 }
 
 /// Other surfaces (MCP target candidates, single values): the first
 /// candidate that a non-default rule matches decides; when none does, the
 /// first candidate's default applies.
-pub fn evaluate_first(
-    stack: &[&CompiledRules],
+pub fn evaluate_first<'a>(
+    stack: &[&'a CompiledRules],
     surface: &str,
-    values: &[String],
-) -> Result<RuleVerdict, CompileError> {
-    let values = non_empty_or_star(values);
-    let positions = last_positions(stack, surface, &values)?;
-    let verdict = |value: &String, (list, index): Position| RuleVerdict {
-        rule: stack[list].rule(index).clone(),
-        matched_value: value.clone(),
+    values: &'a [String],
+) -> Result<RuleVerdict<'a>, CompileError> {
+    if values.is_empty() {
+        return evaluate_first(stack, surface, &star()).map(RuleVerdict::into_owned);
+    }
+    let positions = last_positions(stack, surface, values)?;
+    let verdict = |value: &'a String, (list, index): Position| RuleVerdict {
+        rule: Cow::Borrowed(stack[list].rule(index)),
+        matched_value: Cow::Borrowed(value.as_str()),
     };
     for (value, position) in values.iter().zip(&positions) {
         if let Some(position) = position {
@@ -112,16 +131,8 @@ pub fn evaluate_first(
     }
     Ok(match positions[0] {
         Some(position) => verdict(&values[0], position),
-        None => fallback(surface, &values),
+        None => fallback(surface, values),
     })
-}
-
-fn non_empty_or_star(values: &[String]) -> std::borrow::Cow<'_, [String]> {
-    if values.is_empty() {
-        std::borrow::Cow::Owned(vec!["*".to_string()])
-    } else {
-        std::borrow::Cow::Borrowed(values)
-    }
 }
 
 #[cfg(test)]
@@ -148,17 +159,13 @@ mod tests {
             ("read", "src/*", Allow, RuleLayer::Config),
             ("read", "/w/src/secret*", Deny, RuleLayer::Config),
         ]);
-        let verdict = evaluate_any_value(
-            &[&config],
-            "read",
-            &strings(&["/w/src/secret.rs", "src/secret.rs"]),
-        )
-        .unwrap();
+        let values = strings(&["/w/src/secret.rs", "src/secret.rs"]);
+        let verdict = evaluate_any_value(&[&config], "read", &values).unwrap();
         assert_eq!(verdict.rule.action, Deny);
         assert_eq!(verdict.matched_value, "/w/src/secret.rs");
 
-        let verdict =
-            evaluate_any_value(&[&config], "read", &strings(&["/w/src/a.rs", "src/a.rs"])).unwrap();
+        let values = strings(&["/w/src/a.rs", "src/a.rs"]);
+        let verdict = evaluate_any_value(&[&config], "read", &values).unwrap();
         assert_eq!(verdict.rule.action, Allow);
         assert_eq!(verdict.matched_value, "src/a.rs");
     }
@@ -170,12 +177,11 @@ mod tests {
             ("bash", "git push *", Deny, RuleLayer::Config),
         ]);
         let grants = list(&[("bash", "git push *", Allow, RuleLayer::Session)]);
-        let verdict =
-            evaluate_first(&[&config, &grants], "bash", &strings(&["git push origin"])).unwrap();
+        let values = strings(&["git push origin"]);
+        let verdict = evaluate_first(&[&config, &grants], "bash", &values).unwrap();
         assert_eq!(verdict.rule.action, Allow);
         assert_eq!(verdict.rule.layer, RuleLayer::Session);
-        let verdict =
-            evaluate_first(&[&config, &grants], "read", &strings(&["git push origin"])).unwrap();
+        let verdict = evaluate_first(&[&config, &grants], "read", &values).unwrap();
         assert!(verdict.is_default());
     }
 
@@ -186,12 +192,14 @@ mod tests {
             ("mcp", "fs_*", Deny, RuleLayer::Config),
             ("mcp", "fs:read", Allow, RuleLayer::Config),
         ]);
-        let verdict = evaluate_first(&[&config], "mcp", &strings(&["fs:read", "fs_read"])).unwrap();
+        let values = strings(&["fs:read", "fs_read"]);
+        let verdict = evaluate_first(&[&config], "mcp", &values).unwrap();
         assert_eq!(
-            (verdict.rule.action, verdict.matched_value.as_str()),
+            (verdict.rule.action, &*verdict.matched_value),
             (Allow, "fs:read")
         );
-        let verdict = evaluate_first(&[&config], "mcp", &strings(&["x", "y"])).unwrap();
+        let values = strings(&["x", "y"]);
+        let verdict = evaluate_first(&[&config], "mcp", &values).unwrap();
         assert!(verdict.is_default());
         assert_eq!(verdict.matched_value, "x");
     }

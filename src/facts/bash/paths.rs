@@ -69,17 +69,23 @@ pub struct BashPaths {
 
 /// Reads the path words of `command` as the session at `cwd` sees them.
 /// `None` when the line cannot be parsed (the command gate then floors).
+/// Remembered while a snapshot scope is open (`facts::memo`): the words
+/// meet the filesystem only through the scope, so the same line at the
+/// same cwd gives the same paths within it.
 pub fn bash_paths(
     command: &str,
     cwd: &str,
     canonical_cwd: &CanonicalCwd,
     home: &str,
-) -> Option<BashPaths> {
+) -> Option<Arc<BashPaths>> {
     let words = WORDS.with(|cell| match cell.try_borrow_mut() {
         Ok(mut memo) => memo.get_or(command, |text| words_of(text).map(Arc::new)),
         Err(_) => words_of(command).map(Arc::new),
     })?;
-    Some(project(&words, cwd, canonical_cwd, home))
+    Some(memo::bash_paths(
+        || memo::key(&[command, cwd, canonical_cwd.get(), home]),
+        || Arc::new(project(&words, cwd, canonical_cwd, home)),
+    ))
 }
 
 thread_local! {
@@ -100,8 +106,8 @@ fn words_of(command: &str) -> Option<Vec<Word>> {
 
 fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
     let mut out = BashPaths::default();
-    let mut seen_external: Vec<String> = Vec::new();
-    let mut seen_rule: Vec<Vec<String>> = Vec::new();
+    let mut seen_external: Vec<Arc<str>> = Vec::new();
+    let mut seen_rule: Vec<Arc<[String]>> = Vec::new();
     for word in words {
         let token = word.token.as_str();
         if reject_non_path_token(token) {
@@ -119,7 +125,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) 
             };
             let external = if resolve_base.is_none() && relative {
                 // Could resolve anywhere: outside unless it is a device.
-                !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&path.boundary.as_str())
+                !path.boundary.is_empty() && !SAFE_SYSTEM_PATHS.contains(&&*path.boundary)
             } else {
                 is_outside(&path.boundary, canonical_cwd.get())
             };
@@ -163,7 +169,7 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) 
         if path.match_values.is_empty() || seen_rule.contains(&path.match_values) {
             continue;
         }
-        seen_rule.push(path.match_values.clone());
+        seen_rule.push(Arc::clone(&path.match_values));
         out.rule_words.push(RuleWord {
             token: token.to_string(),
             path,
@@ -625,7 +631,7 @@ fn literal_text(node: Node<'_>, source: &str, depth: usize) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn paths(command: &str) -> BashPaths {
+    fn paths(command: &str) -> Arc<BashPaths> {
         bash_paths(
             command,
             "/nonexistent-w",
@@ -638,7 +644,7 @@ mod tests {
     fn external(command: &str) -> Vec<String> {
         paths(command)
             .external
-            .into_iter()
+            .iter()
             .map(|(_, p)| p.match_values[0].clone())
             .collect()
     }
@@ -646,8 +652,8 @@ mod tests {
     fn rule_tokens(command: &str) -> Vec<(String, bool)> {
         paths(command)
             .rule_words
-            .into_iter()
-            .map(|w| (w.token, w.bare))
+            .iter()
+            .map(|w| (w.token.clone(), w.bare))
             .collect()
     }
 
@@ -670,7 +676,7 @@ mod tests {
             bash_paths(command, cwd, &cwd.into(), "/mock/home")
                 .expect("parses")
                 .external
-                .into_iter()
+                .iter()
                 .map(|(_, p)| p.match_values[0].clone())
                 .collect()
         };
@@ -773,7 +779,7 @@ mod tests {
         let words = paths("cd \"$D\" && cat ../z");
         assert_eq!(words.external.len(), 1);
         let shaped: Vec<&RuleWord> = words.rule_words.iter().filter(|w| !w.bare).collect();
-        assert_eq!(shaped[0].path.match_values, ["../z"]);
+        assert_eq!(*shaped[0].path.match_values, ["../z"]);
     }
 
     #[test]
