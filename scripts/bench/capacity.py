@@ -197,7 +197,10 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
     lost = sum(1 for _, _, ok, _ in probes if ok is None)
     wake = [t - t_write for t in returned]
     before = [lat for t0_, lat, _, _ in probes if t0_ + lat < t_write]
-    overlapping = [(lat, form) for t0_, lat, _, form in probes if t0_ < t_written and t0_ + lat > t_write]
+    # The release lasts until its last reader returned (the decider's
+    # write returns after the first chunk; the rest go on in the background).
+    t_released = max(returned + [t_written])
+    overlapping = [(lat, form) for t0_, lat, _, form in probes if t0_ < t_released and t0_ + lat > t_write]
     during = [lat for lat, _ in overlapping]
     worst_by_form = {
         form: max((lat for lat, f in overlapping if f == form), default=float("nan")) for form in ("twofile", "askfile")
