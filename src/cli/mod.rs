@@ -4,7 +4,6 @@ pub mod audit;
 pub mod check_config;
 pub mod hook;
 pub mod hook_event;
-pub mod json_line;
 pub mod mount;
 pub mod mount_client;
 pub mod prompt;

@@ -1,7 +1,6 @@
 //! `permfs resolve`: the engine without a mount, for testing a config and
 //! for conformance checks against the reference.
 
-use super::json_line;
 use crate::engine::judge::{judge, Judgment, SurfaceCheck};
 use crate::facts::intent::{is_path_surface, AccessIntent, Principal};
 use crate::facts::memo::Snapshot;
@@ -73,8 +72,6 @@ pub fn run(args: ResolveArgs) -> i32 {
     let mut snapshot = Snapshot::open();
     let mut failed = false;
     let mut line = String::new();
-    // One answer's text, reused from line to line.
-    let mut answer_text: Vec<u8> = Vec::with_capacity(4096);
     let mut number = 0usize;
     loop {
         line.clear();
@@ -88,20 +85,15 @@ pub fn run(args: ResolveArgs) -> i32 {
         }
         let text = line.trim_end_matches(['\n', '\r']);
         if !text.trim().is_empty() {
-            answer_text.clear();
             let written = match resolve_line(&loader, &mut requesters, args.agent.as_deref(), text)
             {
-                Ok(answer) => json_line::write_line(&mut answer_text, &answer.view()),
+                Ok(answer) => serde_json::to_writer(&mut out, &answer.view()),
                 Err(error) => {
                     failed = true;
-                    json_line::write_line(
-                        &mut answer_text,
-                        &json!({"line": number, "error": error}),
-                    )
+                    serde_json::to_writer(&mut out, &json!({"line": number, "error": error}))
                 }
             };
-            answer_text.push(b'\n');
-            if written.is_err() || out.write_all(&answer_text).is_err() {
+            if written.is_err() || out.write_all(b"\n").is_err() {
                 return 1;
             }
         }
