@@ -248,6 +248,10 @@ pub(super) fn trim_when_idle(state: &mut State, now: Instant) {
         .is_some_and(|at| now.saturating_duration_since(at) >= TRIM_WHEN_IDLE_FOR);
     if kept.freed_since_trim >= TRIM_AFTER_FREED && quiet && state.pending.is_empty() {
         kept.freed_since_trim = 0;
+        // Tables sized for the burst hold their buckets until shrunk.
+        state.asks.shrink_to_fit();
+        state.outboxes.shrink_to_fit();
+        state.reviews.shrink_to_fit();
         trim_heap();
     }
 }

@@ -76,7 +76,7 @@ impl Authority {
         let now = Instant::now();
         state.asks.insert(
             ask_id.clone(),
-            Ask {
+            Box::new(Ask {
                 id: ask_id.clone(),
                 origin: origin_id.clone(),
                 rid: rid.to_string(),
@@ -95,7 +95,7 @@ impl Authority {
                 deadline_ms: super::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
-            },
+            }),
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
