@@ -11,10 +11,14 @@ use std::process::Command;
 const CONFIG: &str =
     r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow", "rm *": "deny"}}}"#;
 
-/// A python3 client of the one-descriptor form; prints the answer.
+/// A python3 client of the one-descriptor form; prints the answer. Its
+/// third argument says how the file is opened: `create` (an
+/// `outbox/<rid>` of its own, `O_CREAT|O_EXCL`) or `open` (the session's
+/// `ask` file).
 const CLIENT: &str = r#"
 import os, sys
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if sys.argv[3] == "create" else 0)
+fd = os.open(sys.argv[1], flags, 0o600)
 os.write(fd, sys.argv[2].encode())
 answer = b""
 while True:
@@ -26,15 +30,27 @@ os.close(fd)
 sys.stdout.write(answer.decode())
 "#;
 
-fn ask(path: &std::path::Path, request: &str) -> serde_json::Value {
+fn ask_opening(path: &std::path::Path, request: &str, how: &str) -> serde_json::Value {
     let output = Command::new(python())
         .args(["-c", CLIENT])
         .arg(path)
         .arg(request)
+        .arg(how)
         .output()
         .expect("python3 runs");
     assert!(output.status.success(), "{output:?}");
     serde_json::from_slice(&output.stdout).expect("the answer is JSON")
+}
+
+/// Asks through `outbox/<rid>`, created.
+fn ask(path: &std::path::Path, request: &str) -> serde_json::Value {
+    ask_opening(path, request, "create")
+}
+
+/// Asks through the session's `ask` file: no name to choose, and the
+/// file's name is cached by the kernel, so the ask costs no lookup.
+fn ask_through_file(path: &std::path::Path, request: &str) -> serde_json::Value {
+    ask_opening(path, request, "open")
 }
 
 fn outbox(daemon: &Daemon, session: &str) -> Vec<String> {
@@ -65,17 +81,23 @@ fn one_descriptor_asks_and_is_forgotten_at_close() {
 fn a_shell_asks_on_one_descriptor() {
     let daemon = Daemon::start(CONFIG, None);
     let outbox = daemon.session("main").join("outbox");
+    let answer = shell_asks_on(&outbox.join("r"));
+    assert_eq!(answer["approved"], true);
+    assert!(outbox_is_empty(&daemon));
+}
+
+/// A shell asks `git log` on one descriptor at `path`, as the mount's
+/// README shows it; the answer.
+fn shell_asks_on(path: &std::path::Path) -> serde_json::Value {
     let script = format!(
-        "exec 3<> '{}/r'; echo '{{\"surface\":\"bash\",\"value\":\"git log\"}}' >&3; cat <&3; exec 3>&-",
-        outbox.display()
+        "exec 3<> '{}'; echo '{{\"surface\":\"bash\",\"value\":\"git log\"}}' >&3; cat <&3; exec 3<&-",
+        path.display()
     );
     let output = Command::new("bash")
         .args(["-c", &script])
         .output()
         .expect("bash runs");
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(answer["approved"], true, "{output:?}");
-    assert!(outbox_is_empty(&daemon));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("JSON: {output:?}"))
 }
 
 fn outbox_is_empty(daemon: &Daemon) -> bool {
@@ -110,6 +132,7 @@ fn a_pending_exchange_waits_for_the_decision_and_closing_early_withdraws() {
         .args(["-c", CLIENT])
         .arg(&path)
         .arg(r#"{"surface":"bash","value":"make install"}"#)
+        .arg("create")
         .spawn()
         .expect("python3 runs");
     eventually("the second ask waits", || daemon.inbox("main").len() == 1);
@@ -156,33 +179,6 @@ fn an_exchange_name_in_use_is_eexist_and_written_only_by_its_descriptor() {
     assert!(outbox_is_empty(&daemon), "closed unread: nothing was asked");
 }
 
-/// A python3 client of the session's `ask` file: no name to choose, and
-/// the file's name is cached by the kernel, so the ask costs no lookup.
-const ASK_FILE_CLIENT: &str = r#"
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-os.write(fd, sys.argv[2].encode())
-answer = b""
-while True:
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        break
-    answer += chunk
-os.close(fd)
-sys.stdout.write(answer.decode())
-"#;
-
-fn ask_through_file(path: &std::path::Path, request: &str) -> serde_json::Value {
-    let output = Command::new(python())
-        .args(["-c", ASK_FILE_CLIENT])
-        .arg(path)
-        .arg(request)
-        .output()
-        .expect("python3 runs");
-    assert!(output.status.success(), "{output:?}");
-    serde_json::from_slice(&output.stdout).expect("the answer is JSON")
-}
-
 #[test]
 fn the_ask_file_takes_one_ask_per_open_under_a_name_of_its_own() {
     let daemon = Daemon::start(CONFIG, None);
@@ -197,16 +193,7 @@ fn the_ask_file_takes_one_ask_per_open_under_a_name_of_its_own() {
     assert!(outbox_is_empty(&daemon), "each ask was forgotten at close");
 
     // From a shell, as the mount's README shows it.
-    let script = format!(
-        "exec 3<> '{}'; echo '{{\"surface\":\"bash\",\"value\":\"git log\"}}' >&3; cat <&3; exec 3<&-",
-        file.display()
-    );
-    let output = Command::new("bash")
-        .args(["-c", &script])
-        .output()
-        .expect("bash runs");
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    assert_eq!(answer["approved"], true, "{output:?}");
+    assert_eq!(shell_asks_on(&file)["approved"], true);
 
     // Read-only it explains itself; write-only could never read an answer.
     let help = std::fs::read_to_string(&file).expect("readable");

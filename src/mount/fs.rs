@@ -126,6 +126,11 @@ struct EarlyRead {
     reply: ReplyData,
 }
 
+/// Removes what a handle-keyed table holds for `fh`.
+fn take<V>(table: &Mutex<HashMap<u64, V>>, fh: u64) -> Option<V> {
+    table.lock().ok().and_then(|mut map| map.remove(&fh))
+}
+
 /// A request written whole: one JSON object, so an exchange may raise it
 /// before its first read (a client writing in pieces is raised at its
 /// read, as before).
@@ -382,12 +387,7 @@ impl PermFs {
         let Some(raising) = drafts.get_mut(&fh).and_then(|d| d.raising.as_mut()) else {
             return Some(reply);
         };
-        let nonblocking = self
-            .nonblocking
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&fh).copied())
-            .unwrap_or(false);
+        let nonblocking = self.is_nonblocking(fh);
         if nonblocking {
             reply.error(Errno::EAGAIN);
         } else {
@@ -407,30 +407,26 @@ impl PermFs {
         if let Ok(mut woken) = self.woken.lock() {
             woken.remove(&fh);
         }
-        if let Ok(mut map) = self.exchange_base.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.nonblocking.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.served.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.judge_payloads.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.event_cursors.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.queries.lock() {
-            map.remove(&fh);
-        }
-        if let Ok(mut map) = self.snapshots.lock() {
-            map.remove(&fh);
-        }
-        if let Some(name) = self.leases.lock().ok().and_then(|mut m| m.remove(&fh)) {
+        take(&self.exchange_base, fh);
+        take(&self.nonblocking, fh);
+        take(&self.served, fh);
+        take(&self.judge_payloads, fh);
+        take(&self.event_cursors, fh);
+        take(&self.queries, fh);
+        take(&self.snapshots, fh);
+        if let Some(name) = take(&self.leases, fh) {
             self.authority.judge_lease_closed(&name);
         }
+    }
+
+    /// Whether handle `fh` was opened `O_NONBLOCK` (response and exchange
+    /// handles are noted at open).
+    fn is_nonblocking(&self, fh: u64) -> bool {
+        self.nonblocking
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&fh).copied())
+            .unwrap_or(false)
     }
 
     /// The session and outbox name of the exchange open on `fh`.
@@ -885,12 +881,7 @@ impl PermFs {
         let Some(ask) = self.authority.ask_for(session, rid) else {
             return reply.error(Errno::ENOENT);
         };
-        let nonblocking = self
-            .nonblocking
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&fh).copied())
-            .unwrap_or(false);
+        let nonblocking = self.is_nonblocking(fh);
         if let Some(response) = self.authority.read_response(&ask) {
             if let Ok(mut served) = self.served.lock() {
                 served.insert(fh, Arc::clone(&response));
