@@ -509,9 +509,14 @@ const NODE_NAIVE: &str = r#"
     fs.writeFileSync(`${session}/outbox/n${i}.request`, JSON.stringify({ surface: 'bash', value: `make n${i}` }));
     fs.promises.readFile(`${session}/outbox/n${i}.response`).catch(() => {});
   }
-  const start = Date.now();
-  fs.readFile(process.argv[1], () => say({ readFile: Date.now() - start }));
-  setTimeout(() => say({ stalled: true }), 300);
+  // readFile is several pool tasks (open, fstat, read): give the four
+  // their way to the blocking read first, or the unrelated read may slip
+  // in between them.
+  setTimeout(() => {
+    const start = Date.now();
+    fs.readFile(process.argv[1], () => say({ readFile: Date.now() - start }));
+    setTimeout(() => say({ stalled: true }), 300);
+  }, 200);
 "#;
 
 #[test]
@@ -519,10 +524,10 @@ fn a_naive_node_client_stalls_the_thread_pool_which_the_helper_avoids() {
     let Some((daemon, _, client)) = node(NODE_NAIVE) else {
         return;
     };
+    let first = client.next("the first event");
     assert_eq!(
-        client.next("the first event")["stalled"],
-        true,
-        "fs.readFile finished while 4 response reads held the pool"
+        first["stalled"], true,
+        "fs.readFile finished while 4 response reads held the pool: {first}"
     );
     for ask in waiting(&daemon, 4) {
         decide(&daemon, &ask, "deny");
