@@ -98,6 +98,46 @@ struct Draft {
     raising: Option<Raising>,
 }
 
+/// The requests being written, by handle, and their names: whether a
+/// name is a draft's is asked on every lookup of a new outbox name and
+/// every `ask` open, so it is one hash lookup, not a scan of every open
+/// handle (10,000 parked exchanges are 10,000 drafts).
+#[derive(Debug, Default)]
+struct Drafts {
+    by_handle: HashMap<u64, Draft>,
+    names: std::collections::HashSet<(String, String)>,
+}
+
+impl Drafts {
+    fn insert(&mut self, fh: u64, draft: Draft) {
+        if let Some(old) = self.remove(&fh) {
+            tracing::error!(fh, rid = %old.rid, "a handle number was given twice");
+        }
+        self.names
+            .insert((draft.session.clone(), draft.rid.clone()));
+        self.by_handle.insert(fh, draft);
+    }
+
+    fn remove(&mut self, fh: &u64) -> Option<Draft> {
+        let draft = self.by_handle.remove(fh)?;
+        self.names
+            .remove(&(draft.session.clone(), draft.rid.clone()));
+        Some(draft)
+    }
+
+    fn get(&self, fh: &u64) -> Option<&Draft> {
+        self.by_handle.get(fh)
+    }
+
+    fn get_mut(&mut self, fh: &u64) -> Option<&mut Draft> {
+        self.by_handle.get_mut(fh)
+    }
+
+    fn has_name(&self, session: &str, rid: &str) -> bool {
+        self.names.contains(&(session.to_string(), rid.to_string()))
+    }
+}
+
 /// Who came to an exchange while its ask was still being raised: they are
 /// served when the raise ends (see [`PermFs::raise_written`]).
 #[derive(Default)]
@@ -161,7 +201,7 @@ pub struct PermFs {
     next_fh: AtomicU64,
     /// Numbers the asks made through `ask` files (`ask-<n>`).
     next_ask: AtomicU64,
-    drafts: Mutex<HashMap<u64, Draft>>,
+    drafts: Mutex<Drafts>,
     /// Open response handles opened with O_NONBLOCK.
     nonblocking: Mutex<HashMap<u64, bool>>,
     /// Where an exchange's first read started: its answer is read from
@@ -236,7 +276,7 @@ impl PermFs {
             started: SystemTime::now(),
             next_fh: AtomicU64::new(1),
             next_ask: AtomicU64::new(1),
-            drafts: Mutex::new(HashMap::new()),
+            drafts: Mutex::new(Drafts::default()),
             nonblocking: Mutex::new(HashMap::new()),
             exchange_base: Mutex::new(HashMap::new()),
             served: Arc::new(Mutex::new(HashMap::new())),
@@ -297,10 +337,8 @@ impl PermFs {
         let rid = loop {
             let n = self.next_ask.fetch_add(1, Ordering::Relaxed);
             let rid = format!("ask-{n}");
-            let taken = self.authority.outbox_contains(session, &rid)
-                || drafts
-                    .values()
-                    .any(|d| d.session == session && d.rid == rid);
+            let taken =
+                self.authority.outbox_contains(session, &rid) || drafts.has_name(session, &rid);
             if !taken {
                 break rid;
             }
@@ -439,7 +477,7 @@ impl PermFs {
     fn draft_exists(&self, session: &str, rid: &str) -> bool {
         self.drafts
             .lock()
-            .map(|d| d.values().any(|x| x.session == session && x.rid == rid))
+            .map(|d| d.has_name(session, rid))
             .unwrap_or(false)
     }
 
