@@ -433,8 +433,17 @@ impl Authority {
     /// decider is answered after the first chunk of the asks it covers,
     /// not after the last of 10,000 (the mount runs this on a thread).
     pub fn serve_releases(&self, stop: &std::sync::atomic::AtomicBool) {
-        use std::sync::atomic::Ordering;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Grants go back to releasing whole in the decider's call when
+        /// this server ends, even by a panic.
+        struct Serving<'a>(&'a AtomicBool);
+        impl Drop for Serving<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
         self.releases_served.store(true, Ordering::SeqCst);
+        let serving = Serving(&self.releases_served);
         while !stop.load(Ordering::Relaxed) {
             if let Ok(session) = self
                 .releases
@@ -444,7 +453,7 @@ impl Authority {
                 self.rewalk_pending_at(&session, usize::MAX);
             }
         }
-        self.releases_served.store(false, Ordering::SeqCst);
+        drop(serving);
         // What was still queued is finished here, not dropped.
         while let Ok(session) = self.releases.1.try_recv() {
             self.rewalk_pending_at(&session, usize::MAX);
