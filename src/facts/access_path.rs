@@ -232,51 +232,38 @@ impl CwdCache {
 
 /// A canonical cwd found at most once per ask, and only when a fact needs
 /// it: an ask whose facts hold no path (most bash lines, every plain
-/// surface) costs no `stat` of the cwd.
+/// surface) costs no `stat` of the cwd. Every way to make one says where
+/// the form comes from, so there is no state in which it is missing (an
+/// empty canonical cwd would make nothing "outside").
 #[derive(Debug, Clone)]
-pub struct CanonicalCwd {
-    found: std::sync::OnceLock<String>,
-    source: CanonicalSource,
-}
-
-#[derive(Debug, Clone)]
-enum CanonicalSource {
-    Known,
-    Session(std::sync::Arc<CwdCache>),
-    Lookup(String),
+pub enum CanonicalCwd {
+    /// Already known.
+    Known(String),
+    /// From a session's cache, when first needed.
+    Session(std::sync::OnceLock<String>, std::sync::Arc<CwdCache>),
+    /// Looked up from an absolute cwd, when first needed.
+    Lookup(std::sync::OnceLock<String>, String),
 }
 
 impl CanonicalCwd {
-    /// Already known.
     pub fn known(canonical: String) -> Self {
-        Self {
-            found: std::sync::OnceLock::from(canonical),
-            source: CanonicalSource::Known,
-        }
+        Self::Known(canonical)
     }
 
-    /// From a session's cache, when first needed.
     pub fn of_session(cache: std::sync::Arc<CwdCache>) -> Self {
-        Self {
-            found: std::sync::OnceLock::new(),
-            source: CanonicalSource::Session(cache),
-        }
+        Self::Session(std::sync::OnceLock::new(), cache)
     }
 
-    /// Looked up from an absolute `cwd`, when first needed.
     pub fn of(cwd: &str) -> Self {
-        Self {
-            found: std::sync::OnceLock::new(),
-            source: CanonicalSource::Lookup(cwd.to_string()),
-        }
+        Self::Lookup(std::sync::OnceLock::new(), cwd.to_string())
     }
 
     pub fn get(&self) -> &str {
-        self.found.get_or_init(|| match &self.source {
-            CanonicalSource::Known => String::new(),
-            CanonicalSource::Session(cache) => cache.canonical(),
-            CanonicalSource::Lookup(cwd) => canonical_cwd(cwd),
-        })
+        match self {
+            Self::Known(canonical) => canonical,
+            Self::Session(found, cache) => found.get_or_init(|| cache.canonical()),
+            Self::Lookup(found, cwd) => found.get_or_init(|| canonical_cwd(cwd)),
+        }
     }
 }
 
