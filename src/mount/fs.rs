@@ -1,7 +1,7 @@
 //! The FUSE adapter: file operations translated into [`Authority`] calls.
 //!
 //! A blocked read of a response parks its `ReplyData` in a slot that the
-//! answer (or the interrupt watcher) takes, so no thread waits per asker.
+//! answer (or the kernel's interrupt) takes, so no thread waits per asker.
 
 use super::caller::Namespaces;
 use super::nodes::{Folder, Inodes, Node, Owner};
@@ -160,7 +160,8 @@ impl std::fmt::Debug for Raising {
 
 /// A read that arrived before its exchange's ask existed.
 struct EarlyRead {
-    pid: u32,
+    /// The FUSE request's id (what its interrupt names).
+    unique: u64,
     offset: u64,
     size: u32,
     reply: ReplyData,
@@ -288,7 +289,7 @@ impl PermFs {
             snapshots: Mutex::new(HashMap::new()),
             namespaces: Namespaces::of_daemon(),
             listings: Mutex::new(HashMap::new()),
-            parked: Arc::new(Mutex::new(HashMap::new())),
+            parked: Arc::default(),
             woken: Arc::new(Mutex::new(std::collections::HashSet::new())),
         }
     }
@@ -392,7 +393,7 @@ impl PermFs {
             match failure {
                 Some(error) => early.reply.error(error),
                 None => self.read_answer(
-                    early.pid,
+                    early.unique,
                     fh,
                     session,
                     rid,
@@ -413,7 +414,7 @@ impl PermFs {
     fn wait_for_raise(
         &self,
         fh: u64,
-        pid: u32,
+        unique: u64,
         offset: u64,
         size: u32,
         reply: ReplyData,
@@ -430,7 +431,7 @@ impl PermFs {
             reply.error(Errno::EAGAIN);
         } else {
             raising.readers.push(EarlyRead {
-                pid,
+                unique,
                 offset,
                 size,
                 reply,
@@ -908,7 +909,7 @@ impl PermFs {
     #[allow(clippy::too_many_arguments)]
     fn read_answer(
         &self,
-        pid: u32,
+        unique: u64,
         fh: u64,
         session: &str,
         rid: &str,
@@ -929,7 +930,7 @@ impl PermFs {
         if nonblocking {
             return reply.error(Errno::EAGAIN);
         }
-        let read = ParkedRead::park(&self.parked, ask.clone(), pid, reply);
+        let read = ParkedRead::park(&self.parked, unique, reply);
         let delivery = read.clone();
         let served = Arc::clone(&self.served);
         let woken = Arc::clone(&self.woken);
@@ -976,7 +977,7 @@ impl PermFs {
         {
             return reply.data(slice(&bytes, offset, size));
         }
-        let read = ParkedRead::park(&self.parked, format!("judge:{name}"), req.pid(), reply);
+        let read = ParkedRead::park(&self.parked, req.unique().into(), reply);
         let delivery = read.clone();
         let payloads = Arc::clone(&self.judge_payloads);
         let reader: JudgeReader = Box::new(move |bytes: &[u8]| {
@@ -1007,7 +1008,7 @@ impl PermFs {
         else {
             return reply.error(Errno::EBADF);
         };
-        let read = ParkedRead::park(&self.parked, format!("events:{session}"), req.pid(), reply);
+        let read = ParkedRead::park(&self.parked, req.unique().into(), reply);
         let delivery = read.clone();
         let deliver: crate::session::events::EventDeliver =
             Box::new(move |bytes: Vec<u8>| delivery.answer(&bytes));
@@ -1105,6 +1106,11 @@ impl Filesystem for PermFs {
             Some(node) => reply.entry(&ttl(&node), &self.entry_attr(&node), Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
+    }
+
+    /// Its caller got a signal: a parked read ends with `EINTR`.
+    fn interrupt(&self, _req: &Request, unique: fuser::RequestId, reply: ReplyEmpty) {
+        super::parking::interrupt(&self.parked, unique.into(), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -1408,13 +1414,22 @@ impl Filesystem for PermFs {
                 Ok(()) | Err(Errno::EINVAL) | Err(Errno::EFBIG) => {}
                 Err(e) => return reply.error(e),
             }
-            let Some(reply) = self.wait_for_raise(fh.0, req.pid(), relative, size, reply) else {
+            let Some(reply) = self.wait_for_raise(fh.0, req.unique().into(), relative, size, reply)
+            else {
                 return;
             };
-            return self.read_answer(req.pid(), fh.0, session, rid, relative, size, reply);
+            return self.read_answer(
+                req.unique().into(),
+                fh.0,
+                session,
+                rid,
+                relative,
+                size,
+                reply,
+            );
         }
         if let Node::Response(session, rid) = &node {
-            return self.read_answer(req.pid(), fh.0, session, rid, offset, size, reply);
+            return self.read_answer(req.unique().into(), fh.0, session, rid, offset, size, reply);
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),

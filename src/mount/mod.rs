@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often parked readers are checked for pending signals and asks for
-/// their deadline.
-const WATCH_INTERVAL: Duration = Duration::from_millis(25);
+/// How often asks are checked for their deadline.
+const EXPIRE_INTERVAL: Duration = Duration::from_millis(25);
 
 pub struct MountOptions {
     pub mountpoint: PathBuf,
@@ -71,34 +70,6 @@ pub(crate) fn request_init_flags(config: &mut fuser::KernelConfig) {
             tracing::info!(?unsupported, "the kernel does not offer a FUSE init flag");
         }
     }
-}
-
-/// Raises the soft limit on open files to the hard one (at most 1 << 20)
-/// and says how many the signal watcher may keep open: all but 4096 of it.
-fn descriptors_to_keep() -> usize {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit on a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 0;
-        }
-        let wanted = limit.rlim_max.min(1 << 20);
-        if limit.rlim_cur < wanted {
-            let raised = libc::rlimit {
-                rlim_cur: wanted,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit.rlim_cur = wanted;
-            }
-        }
-    }
-    usize::try_from(limit.rlim_cur)
-        .unwrap_or(0)
-        .saturating_sub(4096)
 }
 
 fn block_termination_signals() -> libc::sigset_t {
@@ -291,10 +262,9 @@ pub fn run(options: MountOptions) -> i32 {
     }
     tracing::info!(audit = %audit_path.display(), "recording decisions");
     let filesystem = fs::PermFs::new(Arc::clone(&authority), Some(audit_path));
-    let parked = Arc::clone(&filesystem.parked);
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));
-    let parked_at_exit = Arc::clone(&parked);
+    let parked_at_exit = Arc::clone(&filesystem.parked);
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName("permfs".into()),
@@ -317,21 +287,18 @@ pub fn run(options: MountOptions) -> i32 {
     tracing::info!(mountpoint = %mountpoint.display(), "permfs mounted");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
+    // Asks past their deadline end in their timeout answer. (A reader
+    // that gets a signal is the kernel's business: its FUSE_INTERRUPT
+    // reaches `PermFs::interrupt`.)
+    let expiry = {
         let stop = Arc::clone(&stop);
         let authority = Arc::clone(&authority);
         std::thread::Builder::new()
-            .name("permfs-watch".into())
+            .name("permfs-expire".into())
             .spawn(move || {
-                let mut watch = parking::SignalWatch::new(descriptors_to_keep());
                 while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(WATCH_INTERVAL);
+                    std::thread::sleep(EXPIRE_INTERVAL);
                     authority.expire(Instant::now());
-                    // Read /proc without holding the lock, a bounded slice
-                    // per tick (round robin), so thousands of parked
-                    // readers stay cheap and each is still checked within
-                    // half a second.
-                    watch.sweep(&parked);
                 }
             })
     };
@@ -379,7 +346,7 @@ pub fn run(options: MountOptions) -> i32 {
     // released so the mount is not busy.
     parking::release_all(&parked_at_exit, Errno::from_i32(libc::ESHUTDOWN));
     stop.store(true, Ordering::Relaxed);
-    if let Ok(handle) = watcher {
+    if let Ok(handle) = expiry {
         let _ = handle.join();
     }
     if let Ok(handle) = reviews {

@@ -1,59 +1,88 @@
 //! Reads whose answer comes later.
 //!
-//! A parked read keeps its fuser `ReplyData` in a shared slot and is listed
-//! for the interrupt watcher. Whoever takes the slot first answers it: the
-//! event it waits for, the watcher (with `EINTR`), or shutdown. Nothing
-//! waits in a thread.
+//! A parked read keeps its fuser `ReplyData` in a shared slot, listed under
+//! the FUSE request's unique id. Whoever takes the slot first answers it:
+//! the event it waits for, the kernel's `FUSE_INTERRUPT` for that request
+//! (with `EINTR`: its caller got a signal), or shutdown. Nothing waits in a
+//! thread, and nothing polls: see `docs/interrupts.md`.
 
-use fuser::{Errno, ReplyData};
+use fuser::{Errno, ReplyData, ReplyEmpty};
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A parked reader's reply, taken at most once.
 pub type ReplySlot = Arc<Mutex<Option<ReplyData>>>;
 
-/// Every parked read: id → (what it waits for, caller pid, slot).
-pub type Parked = Arc<Mutex<HashMap<u64, (String, u32, ReplySlot)>>>;
+/// Every parked read, and the interrupts that came before their read.
+pub type Parked = Arc<Mutex<ParkedReads>>;
+
+#[derive(Default)]
+pub struct ParkedReads {
+    /// FUSE unique id → its reply slot.
+    readers: HashMap<u64, ReplySlot>,
+    /// Interrupts for requests not parked (yet), with when they came. The
+    /// kernel sends an interrupt as soon as the daemon has taken the
+    /// request off the queue, so it can overtake the read on another FUSE
+    /// thread; the read then finds it here when it parks. An interrupt
+    /// for a request answered without parking is never claimed: such
+    /// entries are dropped once older than [`EARLY_INTERRUPT_KEPT`], in a
+    /// pass at most that often, so the table holds at most two periods'
+    /// worth of interrupts however many signals a caller sends itself.
+    early: HashMap<u64, Instant>,
+    early_pruned: Option<Instant>,
+}
+
+/// How long an interrupt waits for its read to park. A read is parked
+/// within microseconds of being taken off the queue, or answered without
+/// parking; the margin covers a FUSE thread the scheduler set aside.
+const EARLY_INTERRUPT_KEPT: Duration = Duration::from_secs(1);
 
 /// One parked read; clones share the same slot.
 #[derive(Clone)]
 pub struct ParkedRead {
-    id: u64,
+    unique: u64,
     slot: ReplySlot,
     registry: Parked,
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Bumped whenever a read is parked or leaves a registry: the watcher
-/// rebuilds its view of the parked readers only after a change.
-static CHANGES: AtomicU64 = AtomicU64::new(0);
-
 impl ParkedRead {
-    /// Parks `reply` and lists it for the interrupt watcher.
-    pub fn park(registry: &Parked, waiting_for: String, pid: u32, reply: ReplyData) -> Self {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
-        if let Ok(mut map) = registry.lock() {
-            map.insert(id, (waiting_for, pid, Arc::clone(&slot)));
+    /// Parks `reply` of FUSE request `unique` until it is answered or
+    /// interrupted. When its interrupt came first, the read ends with
+    /// `EINTR` at once, and every later answer finds the slot empty.
+    pub fn park(registry: &Parked, unique: u64, reply: ReplyData) -> Self {
+        let slot: ReplySlot = Arc::new(Mutex::new(None));
+        let interrupted = match registry.lock() {
+            Ok(mut parked) => {
+                let interrupted = parked.early.remove(&unique).is_some();
+                if !interrupted {
+                    if let Ok(mut held) = slot.lock() {
+                        *held = Some(reply);
+                    }
+                    parked.readers.insert(unique, Arc::clone(&slot));
+                    None
+                } else {
+                    Some(reply)
+                }
+            }
+            // A poisoned registry: no interrupt could reach the read, so
+            // it is not parked at all.
+            Err(_) => Some(reply),
+        };
+        if let Some(reply) = interrupted {
+            reply.error(Errno::EINTR);
         }
-        CHANGES.fetch_add(1, Ordering::Relaxed);
         Self {
-            id,
+            unique,
             slot,
             registry: Arc::clone(registry),
         }
     }
 
     fn take(&self) -> Option<ReplyData> {
-        if let Ok(mut map) = self.registry.lock() {
-            map.remove(&self.id);
+        if let Ok(mut parked) = self.registry.lock() {
+            parked.readers.remove(&self.unique);
         }
-        CHANGES.fetch_add(1, Ordering::Relaxed);
         self.slot.lock().ok().and_then(|mut slot| slot.take())
     }
 
@@ -76,13 +105,45 @@ impl ParkedRead {
     }
 }
 
+/// The kernel's `FUSE_INTERRUPT` for request `unique`: a parked read ends
+/// with `EINTR` (the ask stays pending; a new read waits again). An
+/// interrupt for a request not parked is kept for the read to find (see
+/// [`ParkedReads::early`]). `reply` answers the interrupt itself, which
+/// the kernel does not wait for; never `ENOSYS`, which would turn
+/// interrupts off for the whole mount.
+pub fn interrupt(registry: &Parked, unique: u64, reply: ReplyEmpty) {
+    let slot = match registry.lock() {
+        Ok(mut parked) => match parked.readers.remove(&unique) {
+            Some(slot) => Some(slot),
+            None => {
+                let now = Instant::now();
+                let due = parked
+                    .early_pruned
+                    .is_none_or(|at| now.duration_since(at) >= EARLY_INTERRUPT_KEPT);
+                if due {
+                    parked
+                        .early
+                        .retain(|_, came| now.duration_since(*came) < EARLY_INTERRUPT_KEPT);
+                    parked.early_pruned = Some(now);
+                }
+                parked.early.insert(unique, now);
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    reply.ok();
+    if let Some(reply) = slot.and_then(|slot| slot.lock().ok().and_then(|mut s| s.take())) {
+        reply.error(Errno::EINTR);
+    }
+}
+
 /// Ends every parked read with `error` (the daemon is stopping).
 pub fn release_all(registry: &Parked, error: Errno) {
     let slots: Vec<ReplySlot> = registry
         .lock()
-        .map(|mut map| map.drain().map(|(_, (_, _, slot))| slot).collect())
+        .map(|mut parked| parked.readers.drain().map(|(_, slot)| slot).collect())
         .unwrap_or_default();
-    CHANGES.fetch_add(1, Ordering::Relaxed);
     for slot in slots {
         if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
             reply.error(error);
@@ -116,468 +177,5 @@ pub fn pace_release(woken: &Woken) {
             return;
         }
         std::thread::sleep(Duration::from_micros(250));
-    }
-}
-
-/// The signal watcher's memory: where the slow sweep stands, what it
-/// knows of each parked reader, and kept `/proc/.../status` descriptors.
-///
-/// Two tiers. Every tick, one status read per *process* with parked
-/// readers (its main thread's: `ShdPnd`, what `kill`, Ctrl-C and a fatal
-/// signal's `SIGKILL` show); when it shows a signal the process does not
-/// ignore, every parked reader of that process is checked at once. A
-/// signal sent to one thread (`tgkill`) is seen by the per-reader sweep,
-/// which covers every reader within 0.45 s reading its thread's `stat`
-/// (about 3 µs against `status`'s 11 here, so 10,000 readers cost some 7 %
-/// of a core), with a `status` read every [`STATUS_EVERY`]th time for the
-/// real-time signals `stat` does not show. A check is one `pread` of a
-/// kept descriptor (the kernel renders
-/// the file afresh on every read from offset 0), not `open`, `statx`, two
-/// `read`s and `close`; a kept descriptor also names the thread it was
-/// opened for, so a recycled thread id cannot be mistaken for it.
-pub struct SignalWatch {
-    /// The parked readers (id, thread id) in id order, as of `seen`.
-    callers: Vec<(u64, u32)>,
-    live_processes: Vec<u32>,
-    seen: Option<u64>,
-    readers: HashMap<u64, Reader>,
-    /// By process id: its main thread's status descriptor, and the pending
-    /// signals seen there last tick (only new ones send the watcher to
-    /// its readers, so a signal every thread blocks costs nothing more).
-    processes: HashMap<u32, (Option<File>, u64)>,
-    resume_after: u64,
-    /// How many descriptors may be kept (the rest are opened per check).
-    max_held: usize,
-    kept: usize,
-    /// What one check costs (moving average, wall-clock ns).
-    read_ns: f64,
-}
-
-/// Every tick checks at least this many parked readers one by one.
-const CHECKS_MIN: usize = 64;
-/// A full sweep of the parked readers takes at least this many ticks
-/// (cheap checks: 12 × 25 ms), and at most this many (18 × 25 ms = 0.45 s:
-/// a signal sent to one thread is seen within half a second).
-const SWEEP_TICKS_FEWEST: usize = 12;
-const SWEEP_TICKS_MOST: usize = 18;
-/// A reader's sweep reads its `stat` (a quarter of the cost of `status`),
-/// whose pending mask shows only the classic signals 1–31; every this many
-/// checks it reads `status` instead, which shows real-time ones too (what
-/// `pthread_cancel` sends): seen within 64 × 0.45 s at most. (Every 16th
-/// cost a third of the watcher's time.)
-const STATUS_EVERY: u32 = 64;
-/// The share of a tick the one-by-one checks may take: the sweep stretches
-/// (up to [`SWEEP_TICKS_MOST`]) rather than exceed it.
-const TICK_BUDGET_NS: f64 = 0.06 * 25_000_000.0;
-
-struct Reader {
-    pid: u32,
-    /// The reader's process, once its status was read.
-    tgid: Option<u32>,
-    /// Its kept `/proc/<tid>/stat`.
-    file: Option<File>,
-    /// Checks so far (every [`STATUS_EVERY`]th reads `status`).
-    checks: u32,
-}
-
-/// What one status read said.
-struct Status {
-    signalled: bool,
-    tgid: Option<u32>,
-    /// [`Masks::process_pending`]; all set when unreadable.
-    process_pending: u64,
-}
-
-impl SignalWatch {
-    pub fn new(max_held: usize) -> Self {
-        Self {
-            callers: Vec::new(),
-            live_processes: Vec::new(),
-            seen: None,
-            readers: HashMap::new(),
-            processes: HashMap::new(),
-            resume_after: 0,
-            max_held,
-            kept: 0,
-            read_ns: 5_000.0,
-        }
-    }
-
-    /// How many of `n` parked readers this tick's sweep checks: within
-    /// the tick budget at the measured cost, between a 1/12 and a 1/60 share.
-    fn share(&self, n: usize) -> usize {
-        let affordable = (TICK_BUDGET_NS / self.read_ns.max(1.0)) as usize;
-        affordable
-            .clamp(
-                n.div_ceil(SWEEP_TICKS_MOST),
-                n.div_ceil(SWEEP_TICKS_FEWEST).max(1),
-            )
-            .max(CHECKS_MIN)
-            .min(n)
-    }
-
-    /// One tick: new readers and the readers of signalled processes are
-    /// checked, plus the next `share(n)` of the `n` parked readers (round
-    /// robin); those with a pending signal are answered `EINTR`.
-    pub fn sweep(&mut self, registry: &Parked) {
-        // Readers checked in full (`status`: a signal pending for their
-        // whole process shows only there): new ones, and those of a
-        // process with a new signal.
-        let mut full = self.refresh(registry);
-        let live_processes = std::mem::take(&mut self.live_processes);
-        let signalled_processes: Vec<u32> = live_processes
-            .iter()
-            .copied()
-            .filter(|tgid| self.process_signalled(*tgid))
-            .collect();
-        self.live_processes = live_processes;
-        if !signalled_processes.is_empty() {
-            full.extend(
-                self.readers
-                    .iter()
-                    .filter(|(_, r)| r.tgid.is_some_and(|t| signalled_processes.contains(&t)))
-                    .map(|(id, _)| *id),
-            );
-        }
-        full.sort_unstable();
-        full.dedup();
-        let mut due = Vec::new();
-        // The slow sweep.
-        let callers = &self.callers;
-        let start = callers.partition_point(|(id, _)| *id <= self.resume_after);
-        let count = self.share(callers.len());
-        let batch: Vec<u64> = callers[start..]
-            .iter()
-            .chain(&callers[..start])
-            .take(count)
-            .map(|(id, _)| *id)
-            .collect();
-        self.resume_after = if batch.len() < callers.len() {
-            batch.last().copied().unwrap_or(0)
-        } else {
-            0
-        };
-        due.extend(
-            batch
-                .into_iter()
-                .filter(|id| full.binary_search(id).is_err()),
-        );
-        let started = Instant::now();
-        let checked = due.len() + full.len();
-        let mut signalled: Vec<u64> = full
-            .into_iter()
-            .filter(|id| self.reader_signalled(*id, true))
-            .collect();
-        signalled.extend(
-            due.into_iter()
-                .filter(|id| self.reader_signalled(*id, false)),
-        );
-        if checked > 0 {
-            let each = started.elapsed().as_nanos() as f64 / checked as f64;
-            self.read_ns = 0.8 * self.read_ns + 0.2 * each;
-        }
-        if signalled.is_empty() {
-            return;
-        }
-        let interrupted: Vec<ReplySlot> = match registry.lock() {
-            Ok(mut map) => signalled
-                .into_iter()
-                .filter_map(|id| map.remove(&id).map(|(_, _, slot)| slot))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        CHANGES.fetch_add(1, Ordering::Relaxed);
-        for slot in interrupted {
-            if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
-                reply.error(Errno::EINTR);
-            }
-        }
-    }
-
-    /// After a change to the registry: the parked readers anew, descriptors
-    /// of those gone closed; returns the new readers (checked at once).
-    fn refresh(&mut self, registry: &Parked) -> Vec<u64> {
-        let changes = CHANGES.load(Ordering::Relaxed);
-        let mut due = Vec::new();
-        if self.seen == Some(changes) {
-            // Readers whose process is not known yet are still due.
-            due.extend(
-                self.readers
-                    .iter()
-                    .filter(|(_, r)| r.tgid.is_none())
-                    .map(|(id, _)| *id),
-            );
-            return due;
-        }
-        self.seen = Some(changes);
-        let mut callers: Vec<(u64, u32)> = registry
-            .lock()
-            .map(|map| map.iter().map(|(id, (_, pid, _))| (*id, *pid)).collect())
-            .unwrap_or_default();
-        callers.sort_unstable();
-        let kept = &mut self.kept;
-        self.readers.retain(|id, reader| {
-            let live = callers.binary_search_by_key(id, |(i, _)| *i).is_ok();
-            if !live && reader.file.is_some() {
-                *kept -= 1;
-            }
-            live
-        });
-        for (id, pid) in &callers {
-            self.readers.entry(*id).or_insert_with(|| {
-                due.push(*id);
-                Reader {
-                    pid: *pid,
-                    tgid: None,
-                    file: None,
-                    checks: 0,
-                }
-            });
-        }
-        self.callers = callers;
-        let mut live_processes: Vec<u32> = self.readers.values().filter_map(|r| r.tgid).collect();
-        live_processes.sort_unstable();
-        live_processes.dedup();
-        let kept = &mut self.kept;
-        self.processes.retain(|tgid, (file, _)| {
-            let live = live_processes.binary_search(tgid).is_ok();
-            if !live && file.is_some() {
-                *kept -= 1;
-            }
-            live
-        });
-        self.live_processes = live_processes;
-        due
-    }
-
-    /// Whether reader `id` must be released; `full` reads its `status`
-    /// (signals pending for the whole process too), otherwise its `stat`
-    /// is enough most times.
-    fn reader_signalled(&mut self, id: u64, full: bool) -> bool {
-        let Some(reader) = self.readers.get_mut(&id) else {
-            return false;
-        };
-        reader.checks = reader.checks.wrapping_add(1);
-        if let Some(tgid) = reader
-            .tgid
-            .filter(|_| !full && reader.checks % STATUS_EVERY != 0)
-        {
-            let path = format!("/proc/{tgid}/task/{}/stat", reader.pid);
-            return stat_signalled(&path, &mut reader.file, &mut self.kept, self.max_held);
-        }
-        let status = read_status(reader.pid, &mut None, &mut self.kept, 0);
-        if reader.tgid.is_none() {
-            reader.tgid = status.tgid;
-            if let Some(tgid) = status.tgid {
-                if let Err(at) = self.live_processes.binary_search(&tgid) {
-                    self.live_processes.insert(at, tgid);
-                }
-            }
-        }
-        status.signalled
-    }
-
-    fn process_signalled(&mut self, tgid: u32) -> bool {
-        let (file, seen) = self.processes.entry(tgid).or_insert((None, 0));
-        let pending = read_status(tgid, file, &mut self.kept, self.max_held).process_pending;
-        let new = pending & !*seen != 0;
-        *seen = pending;
-        new
-    }
-}
-
-/// Reads `/proc/<pid>/status` through `file` (kept there when the budget
-/// allows). A thread that is gone, or whose status cannot be read, counts
-/// as signalled: its reply is released.
-fn read_status(pid: u32, file: &mut Option<File>, kept: &mut usize, max_held: usize) -> Status {
-    let path = format!("/proc/{pid}/status");
-    if file.is_none() && *kept < max_held {
-        if let Ok(opened) = File::open(&path) {
-            *file = Some(opened);
-            *kept += 1;
-        }
-    }
-    let mut buffer = [0u8; 4096];
-    let read = match file {
-        Some(file) => file.read_at(&mut buffer, 0),
-        None => File::open(&path).and_then(|file| file.read_at(&mut buffer, 0)),
-    };
-    match read {
-        Err(_) | Ok(0) => Status {
-            signalled: true,
-            tgid: None,
-            process_pending: u64::MAX,
-        },
-        Ok(n) => {
-            let (masks, tgid) = parse_status(&buffer[..n]);
-            Status {
-                signalled: masks.signalled(),
-                tgid,
-                process_pending: masks.process_pending(),
-            }
-        }
-    }
-}
-
-/// Reads a thread's `stat` (`path`: `/proc/<tgid>/task/<tid>/stat`, the
-/// thread's own; `/proc/<tid>/stat` would sum over every thread of the
-/// process on each read) through `file` (kept there when the budget
-/// allows): whether a classic signal (1–31) is pending for the thread that
-/// it neither blocks nor ignores, or `SIGKILL`. A thread that is gone, or
-/// a text that cannot be read, counts as signalled.
-fn stat_signalled(path: &str, file: &mut Option<File>, kept: &mut usize, max_held: usize) -> bool {
-    if file.is_none() && *kept < max_held {
-        if let Ok(opened) = File::open(path) {
-            *file = Some(opened);
-            *kept += 1;
-        }
-    }
-    let mut buffer = [0u8; 1024];
-    let read = match file {
-        Some(file) => file.read_at(&mut buffer, 0),
-        None => File::open(path).and_then(|file| file.read_at(&mut buffer, 0)),
-    };
-    match read {
-        Ok(n) if n > 0 => stat_masks(&buffer[..n]).is_none_or(|masks| masks.signalled()),
-        _ => true,
-    }
-}
-
-/// The masks in a `stat` line: after the command (in parentheses, which
-/// may hold anything), fields 31–34 are the thread's pending, blocked,
-/// ignored and caught signals, in decimal.
-fn stat_masks(stat: &[u8]) -> Option<Masks> {
-    let after = stat.iter().rposition(|b| *b == b')')?;
-    let text = std::str::from_utf8(&stat[after + 1..]).ok()?;
-    let mut fields = text.split_ascii_whitespace().skip(28);
-    let mut next = || fields.next()?.parse::<u64>().ok();
-    let (pending, blocked, ignored) = (next()?, next()?, next()?);
-    Some(Masks {
-        thread_pending: pending,
-        shared_pending: 0,
-        blocked: Some(blocked),
-        ignored,
-    })
-}
-
-/// One pass over a `status` text: the process id and the signal masks
-/// (the lines after `SigIgn`, some thirty, are not looked at).
-fn parse_status(status: &[u8]) -> (Masks, Option<u32>) {
-    let mut masks = Masks {
-        thread_pending: 0,
-        shared_pending: 0,
-        blocked: None,
-        ignored: 0,
-    };
-    let mut tgid = None;
-    for line in status.split(|b| *b == b'\n') {
-        let Some(colon) = line.iter().position(|b| *b == b':') else {
-            continue;
-        };
-        let value = &line[colon + 1..];
-        let number = |radix| {
-            std::str::from_utf8(value)
-                .ok()
-                .and_then(|v| u64::from_str_radix(v.trim(), radix).ok())
-        };
-        match &line[..colon] {
-            b"Tgid" => tgid = number(10).and_then(|t| u32::try_from(t).ok()),
-            b"SigPnd" => masks.thread_pending = number(16).unwrap_or(0),
-            b"ShdPnd" => masks.shared_pending = number(16).unwrap_or(0),
-            b"SigBlk" => masks.blocked = number(16),
-            b"SigIgn" => {
-                masks.ignored = number(16).unwrap_or(0);
-                break;
-            }
-            _ => {}
-        }
-    }
-    (masks, tgid)
-}
-
-/// The signal masks of a `/proc/<tid>/status` text.
-struct Masks {
-    thread_pending: u64,
-    shared_pending: u64,
-    /// `None` when the text has no `SigBlk` (cut short).
-    blocked: Option<u64>,
-    ignored: u64,
-}
-
-const KILL: u64 = 1 << (libc::SIGKILL - 1);
-
-impl Masks {
-    fn of(status: &[u8]) -> Self {
-        parse_status(status).0
-    }
-
-    /// A pending signal the thread neither blocks nor ignores, or a
-    /// pending `SIGKILL`: its blocked read must end with `EINTR` (fuser
-    /// answers the kernel's interrupts with ENOSYS, so nothing else would
-    /// wake it). A text cut short counts as signalled: releasing a reader
-    /// early is safe, keeping a killed one is not.
-    fn signalled(&self) -> bool {
-        let Some(blocked) = self.blocked else {
-            return true;
-        };
-        let pending = self.thread_pending | self.shared_pending;
-        pending & KILL != 0 || pending & !blocked & !self.ignored != 0
-    }
-
-    /// Pending for the process as its main thread's status shows it (that
-    /// thread's own signals too: it may be a parked reader itself).
-    fn process_pending(&self) -> u64 {
-        (self.shared_pending | self.thread_pending) & (!self.ignored | KILL)
-    }
-}
-
-/// True when a `/proc/<tid>/status` text shows a signal that must end the
-/// thread's blocked read (see [`Masks::signalled`]).
-pub fn pending_in_status(status: &[u8]) -> bool {
-    Masks::of(status).signalled()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_fields_are_read() {
-        let quiet = b"Name:\tcat\nSigQ:\t0/1\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
-        assert!(!pending_in_status(quiet));
-        let int = b"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
-        assert!(pending_in_status(int));
-        let ignored = b"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\nSigBlk:\t0000000000000000\nSigIgn:\t0000000000000002\n";
-        assert!(!pending_in_status(ignored));
-        let blocked_kill = b"SigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\nSigBlk:\tffffffffffffffff\nSigIgn:\t0000000000000000\n";
-        assert!(pending_in_status(blocked_kill));
-        assert!(pending_in_status(b"Name:\tcut"));
-        let own = std::fs::read(format!("/proc/{}/status", std::process::id())).expect("status");
-        assert!(!pending_in_status(&own));
-    }
-
-    #[test]
-    fn stat_masks_are_read_past_any_command_name() {
-        // Fields 3..=30 stand in as zeros; then pending 2 (SIGINT), blocked 0, ignored 0.
-        let line = |name: &str, pending: u64, blocked: u64, ignored: u64| {
-            let middle = vec!["0"; 28].join(" ");
-            format!("42 ({name}) {middle} {pending} {blocked} {ignored} 0 0 0\n").into_bytes()
-        };
-        let signalled = |text: &[u8]| stat_masks(text).is_some_and(|m| m.signalled());
-        assert!(signalled(&line("cat", 2, 0, 0)));
-        assert!(!signalled(&line("cat", 2, 2, 0)), "blocked");
-        assert!(!signalled(&line("cat", 2, 0, 2)), "ignored");
-        assert!(
-            signalled(&line("cat", 1 << 8, u64::from(u32::MAX >> 1), 0)),
-            "SIGKILL"
-        );
-        assert!(
-            signalled(&line("a) (b 1 2", 2, 0, 0)),
-            "a name with parentheses"
-        );
-        assert!(!signalled(&line("cat", 0, 0, 0)));
-        assert!(stat_masks(b"42 (cut").is_none());
-        let own = std::fs::read(format!("/proc/{}/stat", std::process::id())).expect("stat");
-        assert!(stat_masks(&own).is_some_and(|m| !m.signalled()));
     }
 }
