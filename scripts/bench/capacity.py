@@ -95,21 +95,31 @@ def prober(outbox_path, stop_r, out_path, tag):
         # Alternately the two-file ask and the one-descriptor `ask` file.
         form = "askfile" if i % 2 else "twofile"
         t0 = b.now_ns()
+        # When each step ended: a slow probe says where it waited.
+        steps = []
         try:
             if form == "twofile":
                 b.submit(outbox_fd, f"{tag}-probe{i}", body)
+                steps.append(("create+write+close", b.now_ns()))
                 data = b.response(outbox_fd, f"{tag}-probe{i}")
+                steps.append(("response", b.now_ns()))
             else:
                 fd = os.open("ask", os.O_RDWR, dir_fd=session_fd)
+                steps.append(("open", b.now_ns()))
                 os.write(fd, body)
+                steps.append(("write", b.now_ns()))
                 data = b.read_all(fd)
+                steps.append(("read", b.now_ns()))
                 os.close(fd)
+                steps.append(("close", b.now_ns()))
             ok = b'"approved": true' in data
         except FileNotFoundError:
             # Answered, then forgotten before it was read: the daemon keeps
             # at most 10,000 answers and the release adds 10,000 newer ones.
             ok = None
-        samples.append((t0, b.now_ns() - t0, ok, form))
+        ends = [t0] + [at for _, at in steps]
+        spent = [(name, ends[k + 1] - ends[k]) for k, (name, _) in enumerate(steps)]
+        samples.append((t0, b.now_ns() - t0, ok, form, spent))
         i += 1
         time.sleep(0.001)
     with open(out_path, "w") as out:
@@ -192,19 +202,20 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
         failures += data["errors"]
     if failures or approved != args.askers:
         raise SystemExit(f"only {approved}/{args.askers} askers were approved; errors: {failures[:3]}")
-    if not all(ok for _, _, ok, _ in probes if ok is not None):
+    if not all(ok for _, _, ok, _, _ in probes if ok is not None):
         raise SystemExit("a probe ask was not approved")
-    lost = sum(1 for _, _, ok, _ in probes if ok is None)
+    lost = sum(1 for _, _, ok, _, _ in probes if ok is None)
     wake = [t - t_write for t in returned]
-    before = [lat for t0_, lat, _, _ in probes if t0_ + lat < t_write]
+    before = [lat for t0_, lat, _, _, _ in probes if t0_ + lat < t_write]
     # The release lasts until its last reader returned (the decider's
     # write returns after the first chunk; the rest go on in the background).
     t_released = max(returned + [t_written])
-    overlapping = [(lat, form) for t0_, lat, _, form in probes if t0_ < t_released and t0_ + lat > t_write]
-    during = [lat for lat, _ in overlapping]
+    overlapping = [(lat, form, spent) for t0_, lat, _, form, spent in probes if t0_ < t_released and t0_ + lat > t_write]
+    during = [lat for lat, _, _ in overlapping]
     worst_by_form = {
-        form: max((lat for lat, f in overlapping if f == form), default=float("nan")) for form in ("twofile", "askfile")
+        form: max((lat for lat, f, _ in overlapping if f == form), default=float("nan")) for form in ("twofile", "askfile")
     }
+    slowest = sorted(overlapping, key=lambda o: -o[0])[:3]
     return {
         "command": command,
         "threads0": threads0, "rss0": rss0, "threads1": threads1, "rss1": rss1,
@@ -220,6 +231,8 @@ def one_round(m, args, sessions, per_proc, round_no, profile):
         "probe_worst_askfile": worst_by_form["askfile"],
         "grants": os.listdir(m.main / "grants"), "left": len(os.listdir(m.main / "inbox")),
         "probes_lost": lost,
+        "probe_over_goal": sum(1 for lat in during if lat > 20e6),
+        "probe_slowest": [(form, lat, spent) for lat, form, spent in slowest],
     }
 
 
@@ -288,6 +301,13 @@ def main() -> int:
                 f"(two-file {b.ms(f['probe_worst_twofile'])}, ask file {b.ms(f['probe_worst_askfile'])})"
                 + (f"; {f['probes_lost']} probe answer(s) forgotten before they were read (ENOENT)"
                    if f["probes_lost"] else "")
+            )
+            print(
+                f"  overlapping probes over 20 ms: {f['probe_over_goal']}; the slowest, step by step: "
+                + "; ".join(
+                    f"{form} {b.ms(lat)} = " + " + ".join(f"{name} {b.ms(ns)}" for name, ns in spent)
+                    for form, lat, spent in f["probe_slowest"]
+                )
             )
         threads_end, rss_end = b.threads_and_rss(m.pid)
 
