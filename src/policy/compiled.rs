@@ -23,7 +23,9 @@ pub struct CompiledRules {
     pattern_globs: Vec<Vec<Glob>>,
     /// Every distinct surface key, compiled, with the rules that carry it.
     surface_keys: Vec<SurfaceKey>,
-    by_surface: RwLock<HashMap<String, Arc<SurfaceIndex>>>,
+    /// Keyed with foldhash, not SipHash: it is looked up for every surface
+    /// of every ask, and holds at most [`MAX_CACHED_SURFACES`] entries.
+    by_surface: RwLock<foldhash::HashMap<String, Arc<SurfaceIndex>>>,
     /// The home `~` / `$HOME` expanded to in the patterns, so a value can
     /// be spelled with the same home (a bash command typed with `~/`).
     home: String,
@@ -111,7 +113,7 @@ impl CompiledRules {
             rules,
             pattern_globs,
             surface_keys,
-            by_surface: RwLock::new(HashMap::new()),
+            by_surface: RwLock::new(foldhash::HashMap::default()),
             home: home.to_string(),
         })
     }
@@ -147,34 +149,36 @@ impl CompiledRules {
     /// [`Self::last_matches`] without building the list: `found(value,
     /// rule)` for each value (by position) that some rule matches. The
     /// judging path calls this for every value of every fact, so it
-    /// allocates only the globset's scratch list.
+    /// allocates only the globset's scratch list. `found` runs under the
+    /// surface cache's read lock, so it must not look up this list again.
     pub fn each_last_match(
         &self,
         surface: &str,
         values: &[String],
         mut found: impl FnMut(usize, usize),
     ) -> Result<(), CompileError> {
-        let index = self.surface_index(surface)?;
-        let mut scratch = Vec::new();
-        for (position, value) in values.iter().enumerate() {
-            index.set.matches_into(value.as_str(), &mut scratch);
-            if let Some(rule) = scratch.iter().map(|&glob| index.glob_rule[glob]).max() {
-                found(position, rule);
+        self.with_surface_index(surface, |index| {
+            let mut scratch = Vec::new();
+            for (position, value) in values.iter().enumerate() {
+                index.set.matches_into(value.as_str(), &mut scratch);
+                if let Some(rule) = scratch.iter().map(|&glob| index.glob_rule[glob]).max() {
+                    found(position, rule);
+                }
             }
-        }
-        Ok(())
+        })
     }
 
     /// Every rule on `surface` that matches `value`, in rule order (for
     /// explanations; judging needs only the last).
     pub fn all_matches(&self, surface: &str, value: &str) -> Result<Vec<usize>, CompileError> {
-        let index = self.surface_index(surface)?;
-        let mut rules: Vec<usize> = index
-            .set
-            .matches(value)
-            .into_iter()
-            .map(|g| index.glob_rule[g])
-            .collect();
+        let mut rules: Vec<usize> = self.with_surface_index(surface, |index| {
+            index
+                .set
+                .matches(value)
+                .into_iter()
+                .map(|g| index.glob_rule[g])
+                .collect()
+        })?;
         rules.sort_unstable();
         rules.dedup();
         Ok(rules)
@@ -188,18 +192,26 @@ impl CompiledRules {
         index: usize,
         value: &str,
     ) -> Result<bool, CompileError> {
-        let surface_index = self.surface_index(surface)?;
-        Ok(surface_index
-            .set
-            .matches(value)
-            .into_iter()
-            .any(|glob| surface_index.glob_rule[glob] == index))
+        self.with_surface_index(surface, |surface_index| {
+            surface_index
+                .set
+                .matches(value)
+                .into_iter()
+                .any(|glob| surface_index.glob_rule[glob] == index)
+        })
     }
 
-    fn surface_index(&self, surface: &str) -> Result<Arc<SurfaceIndex>, CompileError> {
+    /// `read(index of surface)`, under the cache's read lock when the
+    /// index is cached (no reference count taken and dropped per lookup;
+    /// an index is only ever added, so a writer waits at most one match).
+    fn with_surface_index<R>(
+        &self,
+        surface: &str,
+        read: impl FnOnce(&SurfaceIndex) -> R,
+    ) -> Result<R, CompileError> {
         if let Ok(cache) = self.by_surface.read() {
             if let Some(found) = cache.get(surface) {
-                return Ok(Arc::clone(found));
+                return Ok(read(found));
             }
         }
         let built = Arc::new(self.build_surface_index(surface)?);
@@ -208,7 +220,7 @@ impl CompiledRules {
                 cache.insert(surface.to_string(), Arc::clone(&built));
             }
         }
-        Ok(built)
+        Ok(read(&built))
     }
 
     fn build_surface_index(&self, surface: &str) -> Result<SurfaceIndex, CompileError> {
