@@ -204,7 +204,7 @@ pub fn canonical(absolute: &str, compute: impl FnOnce() -> String) -> String {
 pub fn key(parts: &[&str]) -> String {
     let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
     for part in parts {
-        out.push_str(&part.len().to_string());
+        out.push_str(itoa::Buffer::new().format(part.len()));
         out.push(':');
         out.push_str(part);
     }

@@ -10,11 +10,29 @@ use super::rule::Rule;
 use super::wildcard;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Surfaces indexed beyond this many are compiled per lookup rather than
 /// cached, so a stream of made-up tool names cannot grow memory unbounded.
 const MAX_CACHED_SURFACES: usize = 1024;
+
+/// Pairs the match memo holds before it starts afresh, and the longest
+/// value it remembers: bounded whatever a stream of asks names. A batch of
+/// asks (a thread with a snapshot scope open, as `permfs resolve` has)
+/// may keep more, as the other per-text memos do (`facts::memo`); a daemon
+/// keeps a policy per session, so each keeps few.
+const MAX_MEMO_ENTRIES: usize = 1024;
+const MAX_BATCH_MEMO_ENTRIES: usize = 16_384;
+const MAX_MEMO_VALUE: usize = 1024;
+
+/// (surface, value) → the rules matching, in rule order. A pure function
+/// of the compiled list, so remembering it changes no answer.
+#[derive(Debug, Default)]
+struct MatchMemo {
+    map: foldhash::HashMap<String, Box<[usize]>>,
+    /// The key being looked up, built in place (no allocation per lookup).
+    key: String,
+}
 
 #[derive(Debug)]
 pub struct CompiledRules {
@@ -26,6 +44,10 @@ pub struct CompiledRules {
     /// Keyed with foldhash, not SipHash: it is looked up for every surface
     /// of every ask, and holds at most [`MAX_CACHED_SURFACES`] entries.
     by_surface: RwLock<foldhash::HashMap<String, Arc<SurfaceIndex>>>,
+    /// The rules each recent (surface, value) matched: a value is matched
+    /// on every ask that names it (a path, a command), and the globset's
+    /// pass over it costs more than a lookup.
+    matches: Mutex<MatchMemo>,
     /// The home `~` / `$HOME` expanded to in the patterns, so a value can
     /// be spelled with the same home (a bash command typed with `~/`).
     home: String,
@@ -114,6 +136,7 @@ impl CompiledRules {
             pattern_globs,
             surface_keys,
             by_surface: RwLock::new(foldhash::HashMap::default()),
+            matches: Mutex::new(MatchMemo::default()),
             home: home.to_string(),
         })
     }
@@ -148,40 +171,27 @@ impl CompiledRules {
 
     /// [`Self::last_matches`] without building the list: `found(value,
     /// rule)` for each value (by position) that some rule matches. The
-    /// judging path calls this for every value of every fact, so it
-    /// allocates only the globset's scratch list. `found` runs under the
-    /// surface cache's read lock, so it must not look up this list again.
+    /// judging path calls this for every value of every fact.
     pub fn each_last_match(
         &self,
         surface: &str,
         values: &[String],
         mut found: impl FnMut(usize, usize),
     ) -> Result<(), CompileError> {
-        self.with_surface_index(surface, |index| {
-            let mut scratch = Vec::new();
-            for (position, value) in values.iter().enumerate() {
-                index.set.matches_into(value.as_str(), &mut scratch);
-                if let Some(rule) = scratch.iter().map(|&glob| index.glob_rule[glob]).max() {
-                    found(position, rule);
-                }
+        for (position, value) in values.iter().enumerate() {
+            if let Some(rule) =
+                self.with_matching_rules(surface, value, |rules| rules.last().copied())?
+            {
+                found(position, rule);
             }
-        })
+        }
+        Ok(())
     }
 
     /// Every rule on `surface` that matches `value`, in rule order (for
     /// explanations; judging needs only the last).
     pub fn all_matches(&self, surface: &str, value: &str) -> Result<Vec<usize>, CompileError> {
-        let mut rules: Vec<usize> = self.with_surface_index(surface, |index| {
-            index
-                .set
-                .matches(value)
-                .into_iter()
-                .map(|g| index.glob_rule[g])
-                .collect()
-        })?;
-        rules.sort_unstable();
-        rules.dedup();
-        Ok(rules)
+        self.with_matching_rules(surface, value, <[usize]>::to_vec)
     }
 
     /// Whether rule `index` matches `value` (used to report which alias the
@@ -192,12 +202,62 @@ impl CompiledRules {
         index: usize,
         value: &str,
     ) -> Result<bool, CompileError> {
-        self.with_surface_index(surface, |surface_index| {
-            surface_index
+        self.with_matching_rules(surface, value, |rules| rules.binary_search(&index).is_ok())
+    }
+
+    /// `read(the rules on surface matching value, in rule order)`, from the
+    /// memo when it holds them. A memo another thread is using right now is
+    /// not waited for: the rules are matched afresh instead.
+    fn with_matching_rules<R>(
+        &self,
+        surface: &str,
+        value: &str,
+        read: impl FnOnce(&[usize]) -> R,
+    ) -> Result<R, CompileError> {
+        if value.len() > MAX_MEMO_VALUE {
+            return Ok(read(&self.matching_rules(surface, value)?));
+        }
+        let Ok(mut memo) = self.matches.try_lock() else {
+            return Ok(read(&self.matching_rules(surface, value)?));
+        };
+        let memo = &mut *memo;
+        memo.key.clear();
+        for part in [surface, value] {
+            // Length-prefixed, so no two (surface, value) pairs share a key.
+            memo.key.push_str(itoa::Buffer::new().format(part.len()));
+            memo.key.push(':');
+            memo.key.push_str(part);
+        }
+        if let Some(rules) = memo.map.get(memo.key.as_str()) {
+            return Ok(read(rules));
+        }
+        let rules = self.matching_rules(surface, value)?;
+        let answer = read(&rules);
+        let capacity = if crate::facts::memo::in_scope() {
+            MAX_BATCH_MEMO_ENTRIES
+        } else {
+            MAX_MEMO_ENTRIES
+        };
+        if memo.map.len() >= capacity {
+            memo.map.clear();
+        }
+        memo.map.insert(memo.key.clone(), rules);
+        Ok(answer)
+    }
+
+    /// The rules on `surface` matching `value`, in rule order, from the
+    /// globset (one rule may own two globs).
+    fn matching_rules(&self, surface: &str, value: &str) -> Result<Box<[usize]>, CompileError> {
+        self.with_surface_index(surface, |index| {
+            let mut rules: Vec<usize> = index
                 .set
                 .matches(value)
                 .into_iter()
-                .any(|glob| surface_index.glob_rule[glob] == index)
+                .map(|glob| index.glob_rule[glob])
+                .collect();
+            rules.sort_unstable();
+            rules.dedup();
+            rules.into_boxed_slice()
         })
     }
 
@@ -277,6 +337,28 @@ mod tests {
             rules.last_matches("write", &values).unwrap(),
             vec![None, None]
         );
+    }
+
+    #[test]
+    fn remembered_matches_are_the_globsets() {
+        let rules = compiled(&[
+            ("*", "*", Ask),
+            ("ab", "c", Deny),
+            ("a", "bc", Allow),
+            ("a", "b*", Deny),
+        ]);
+        for _ in 0..2 {
+            // "ab"+"c" and "a"+"bc" must not share a memo entry.
+            assert_eq!(rules.all_matches("ab", "c").unwrap(), vec![0, 1]);
+            assert_eq!(rules.all_matches("a", "bc").unwrap(), vec![0, 2, 3]);
+            assert!(rules.rule_matches("a", 2, "bc").unwrap());
+            assert!(!rules.rule_matches("a", 1, "bc").unwrap());
+            let values = vec!["bc".to_string(), "c".to_string(), "x".repeat(2000)];
+            assert_eq!(
+                rules.last_matches("a", &values).unwrap(),
+                vec![Some(3), Some(0), Some(0)]
+            );
+        }
     }
 
     #[test]
