@@ -59,11 +59,13 @@ pub fn run(args: ResolveArgs) -> i32 {
         .as_ref()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_else(|| ".".into());
-    // Answers are buffered and flushed whenever the next read of the input
-    // would block: a file or pipeline of many lines costs one write per
-    // 64 KiB, and a line typed by hand is still answered at once.
+    // Answers are serialized straight into one reused buffer and written
+    // whenever it holds 64 KiB or the next read of the input would block:
+    // a file or pipeline of many lines costs one write per 64 KiB, and a
+    // line typed by hand is still answered at once.
     let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut out = std::io::stdout().lock();
+    let mut answers: Vec<u8> = Vec::with_capacity(2 * ANSWER_BUFFER);
     let mut requesters = Requesters::new(&cwd);
     // A batch of lines is judged against one view of the filesystem (the
     // canonical form of a path asked twice is looked up once); the view is
@@ -87,26 +89,39 @@ pub fn run(args: ResolveArgs) -> i32 {
         if !text.trim().is_empty() {
             let written = match resolve_line(&loader, &mut requesters, args.agent.as_deref(), text)
             {
-                Ok(answer) => serde_json::to_writer(&mut out, &answer.view()),
+                Ok(answer) => serde_json::to_writer(&mut answers, &answer.view()),
                 Err(error) => {
                     failed = true;
-                    serde_json::to_writer(&mut out, &json!({"line": number, "error": error}))
+                    serde_json::to_writer(&mut answers, &json!({"line": number, "error": error}))
                 }
             };
-            if written.is_err() || out.write_all(b"\n").is_err() {
+            if written.is_err() {
                 return 1;
             }
+            answers.push(b'\n');
         }
         let waiting = input.buffer().is_empty() && stdin_would_block();
-        if waiting && out.flush().is_err() {
+        if (waiting || answers.len() >= ANSWER_BUFFER)
+            && write_answers(&mut out, &mut answers).is_err()
+        {
             return 1;
         }
         snapshot.renew_if(waiting, SNAPSHOT_MAX_AGE);
     }
-    if out.flush().is_err() {
+    if write_answers(&mut out, &mut answers).is_err() {
         return 1;
     }
     i32::from(failed)
+}
+
+/// How many bytes of answers are gathered before they are written.
+const ANSWER_BUFFER: usize = 1 << 16;
+
+/// Writes and flushes the gathered answers, and empties the buffer.
+fn write_answers(out: &mut impl Write, answers: &mut Vec<u8>) -> std::io::Result<()> {
+    out.write_all(answers)?;
+    answers.clear();
+    out.flush()
 }
 
 /// How long one view of the filesystem serves a stream of lines.
