@@ -172,15 +172,15 @@ impl CompiledRules {
     /// [`Self::last_matches`] without building the list: `found(value,
     /// rule)` for each value (by position) that some rule matches. The
     /// judging path calls this for every value of every fact.
-    pub fn each_last_match(
+    pub fn each_last_match<S: AsRef<str>>(
         &self,
         surface: &str,
-        values: &[String],
+        values: &[S],
         mut found: impl FnMut(usize, usize),
     ) -> Result<(), CompileError> {
         for (position, value) in values.iter().enumerate() {
             if let Some(rule) =
-                self.with_matching_rules(surface, value, |rules| rules.last().copied())?
+                self.with_matching_rules(surface, value.as_ref(), |rules| rules.last().copied())?
             {
                 found(position, rule);
             }
