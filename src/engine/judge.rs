@@ -189,20 +189,12 @@ fn check_intent(
     } else if let Some(directions) = directions_of(surface) {
         // A bare family is both directions; the stricter answers, `_read`
         // on a tie.
-        let read = from_verdict(
-            intent,
-            directions[0],
-            evaluate_any_value(stack, directions[0], &intent.match_values)?,
-        );
-        let write = from_verdict(
-            intent,
-            directions[1],
-            evaluate_any_value(stack, directions[1], &intent.match_values)?,
-        );
-        if write.state > read.state {
-            write
+        let read = evaluate_any_value(stack, directions[0], &intent.match_values)?;
+        let write = evaluate_any_value(stack, directions[1], &intent.match_values)?;
+        if write.rule.action > read.rule.action {
+            from_verdict(intent, directions[1], write)
         } else {
-            read
+            from_verdict(intent, directions[0], read)
         }
     } else if is_path_surface(surface) {
         from_verdict(
