@@ -26,12 +26,13 @@ const MAX_BATCH_MEMO_ENTRIES: usize = 16_384;
 const MAX_MEMO_VALUE: usize = 1024;
 
 /// (surface, value) → the rules matching, in rule order. A pure function
-/// of the compiled list, so remembering it changes no answer.
+/// of the compiled list, so remembering it changes no answer. Keyed by
+/// surface, then value, so a lookup borrows both (no key is built).
 #[derive(Debug, Default)]
 struct MatchMemo {
-    map: foldhash::HashMap<String, Box<[usize]>>,
-    /// The key being looked up, built in place (no allocation per lookup).
-    key: String,
+    by_surface: foldhash::HashMap<String, foldhash::HashMap<String, Box<[usize]>>>,
+    /// Values remembered, over all surfaces.
+    len: usize,
 }
 
 #[derive(Debug)]
@@ -220,15 +221,7 @@ impl CompiledRules {
         let Ok(mut memo) = self.matches.try_lock() else {
             return Ok(read(&self.matching_rules(surface, value)?));
         };
-        let memo = &mut *memo;
-        memo.key.clear();
-        for part in [surface, value] {
-            // Length-prefixed, so no two (surface, value) pairs share a key.
-            memo.key.push_str(itoa::Buffer::new().format(part.len()));
-            memo.key.push(':');
-            memo.key.push_str(part);
-        }
-        if let Some(rules) = memo.map.get(memo.key.as_str()) {
+        if let Some(rules) = memo.by_surface.get(surface).and_then(|m| m.get(value)) {
             return Ok(read(rules));
         }
         let rules = self.matching_rules(surface, value)?;
@@ -238,10 +231,16 @@ impl CompiledRules {
         } else {
             MAX_MEMO_ENTRIES
         };
-        if memo.map.len() >= capacity {
-            memo.map.clear();
+        if memo.len >= capacity {
+            memo.by_surface.clear();
+            memo.len = 0;
         }
-        memo.map.insert(memo.key.clone(), rules);
+        let values = match memo.by_surface.get_mut(surface) {
+            Some(values) => values,
+            None => memo.by_surface.entry(surface.to_string()).or_default(),
+        };
+        values.insert(value.to_string(), rules);
+        memo.len += 1;
         Ok(answer)
     }
 
