@@ -155,6 +155,15 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
     })
 }
 
+/// The verdict on a bare word no rule promotes: a built-in default
+/// `allow`, reported but not counted. One shared rule (most words of a bash
+/// line are such words); its surface is never read, the check takes the
+/// intent's.
+static UNJUDGED_WORD: std::sync::LazyLock<crate::policy::Rule> = std::sync::LazyLock::new(|| {
+    crate::policy::Rule::new("*", "*", PermissionState::Allow, Origin::Builtin)
+        .with_layer(RuleLayer::Default)
+});
+
 fn check_intent(
     stack: &[&CompiledRules],
     intent: &AccessIntent,
@@ -168,15 +177,7 @@ fn check_intent(
                 intent,
                 surface,
                 RuleVerdict {
-                    rule: Cow::Owned(
-                        crate::policy::Rule::new(
-                            surface,
-                            "*",
-                            PermissionState::Allow,
-                            Origin::Builtin,
-                        )
-                        .with_layer(RuleLayer::Default),
-                    ),
+                    rule: Cow::Borrowed(&UNJUDGED_WORD),
                     matched_value: Cow::Borrowed(word),
                 },
             );
@@ -427,14 +428,14 @@ fn spell_home(text: &str, home: &str) -> Option<String> {
 fn bare_word_promoted(stack: &[&CompiledRules], word: &str) -> Result<bool, CompileError> {
     for list in stack {
         for surface in ["path_read", "path_write"] {
-            for index in list.all_matches(surface, word)? {
+            let promotes = |index: usize| {
                 let rule = list.rule(index);
-                if rule.layer == RuleLayer::Config
+                rule.layer == RuleLayer::Config
                     && rule.pattern != "*"
                     && rule.action != PermissionState::Allow
-                {
-                    return Ok(true);
-                }
+            };
+            if list.any_match(surface, word, promotes)? {
+                return Ok(true);
             }
         }
     }

@@ -195,6 +195,18 @@ impl CompiledRules {
         self.with_matching_rules(surface, value, <[usize]>::to_vec)
     }
 
+    /// Whether any rule on `surface` matching `value` passes `test` (given
+    /// rule indices in rule order), without listing them. `test` runs under
+    /// the match memo's lock, so it must not look up this list again.
+    pub fn any_match(
+        &self,
+        surface: &str,
+        value: &str,
+        mut test: impl FnMut(usize) -> bool,
+    ) -> Result<bool, CompileError> {
+        self.with_matching_rules(surface, value, |rules| rules.iter().any(|&i| test(i)))
+    }
+
     /// Whether rule `index` matches `value` (used to report which alias the
     /// winning rule matched).
     pub fn rule_matches(
