@@ -59,11 +59,13 @@ pub fn run(args: ResolveArgs) -> i32 {
         .as_ref()
         .map(|c| c.to_string_lossy().into_owned())
         .unwrap_or_else(|| ".".into());
-    // Answers are buffered and flushed whenever the next read of the input
-    // would block: a file or pipeline of many lines costs one write per
-    // 64 KiB, and a line typed by hand is still answered at once.
+    // Answers are serialized straight into one reused buffer and written
+    // whenever it holds 64 KiB or the next read of the input would block:
+    // a file or pipeline of many lines costs one write per 64 KiB, and a
+    // line typed by hand is still answered at once.
     let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut out = std::io::stdout().lock();
+    let mut answers: Vec<u8> = Vec::with_capacity(2 * ANSWER_BUFFER);
     let mut requesters = Requesters::new(&cwd);
     // A batch of lines is judged against one view of the filesystem (the
     // canonical form of a path asked twice is looked up once); the view is
@@ -87,26 +89,53 @@ pub fn run(args: ResolveArgs) -> i32 {
         if !text.trim().is_empty() {
             let written = match resolve_line(&loader, &mut requesters, args.agent.as_deref(), text)
             {
-                Ok(answer) => serde_json::to_writer(&mut out, &answer.view()),
+                Ok(answer) => write_answer(&mut answers, &answer.view()),
                 Err(error) => {
                     failed = true;
-                    serde_json::to_writer(&mut out, &json!({"line": number, "error": error}))
+                    serde_json::to_writer(&mut answers, &json!({"line": number, "error": error}))
+                        .is_ok()
                 }
             };
-            if written.is_err() || out.write_all(b"\n").is_err() {
+            if !written {
                 return 1;
             }
+            answers.push(b'\n');
         }
         let waiting = input.buffer().is_empty() && stdin_would_block();
-        if waiting && out.flush().is_err() {
+        if (waiting || answers.len() >= ANSWER_BUFFER)
+            && write_answers(&mut out, &mut answers).is_err()
+        {
             return 1;
         }
         snapshot.renew_if(waiting, SNAPSHOT_MAX_AGE);
     }
-    if out.flush().is_err() {
+    if write_answers(&mut out, &mut answers).is_err() {
         return 1;
     }
     i32::from(failed)
+}
+
+/// How many bytes of answers are gathered before they are written.
+const ANSWER_BUFFER: usize = 1 << 16;
+
+/// Appends one answer's JSON to `answers`; `false` if it could not be
+/// serialized.
+///
+/// sonic-rs, not serde_json: an answer is some eighty short strings (keys,
+/// values, paths), and serde_json's byte-at-a-time escaping of them was the
+/// largest cost of a line; sonic-rs escapes with SIMD and writes without a
+/// bounds check per fragment. An answer holds only strings, booleans,
+/// nulls, arrays and objects, for which both write the same bytes (a test
+/// below holds them to it).
+fn write_answer(answers: &mut Vec<u8>, view: &AnswerView<'_>) -> bool {
+    sonic_rs::to_writer(answers, view).is_ok()
+}
+
+/// Writes and flushes the gathered answers, and empties the buffer.
+fn write_answers(out: &mut impl Write, answers: &mut Vec<u8>) -> std::io::Result<()> {
+    out.write_all(answers)?;
+    answers.clear();
+    out.flush()
 }
 
 /// How long one view of the filesystem serves a stream of lines.
@@ -235,4 +264,73 @@ fn resolve_line(
         judgment,
         policy,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answers sonic-rs writes are byte for byte serde_json's, for
+    /// every kind of string an answer can carry (controls, quotes,
+    /// backslashes, non-ASCII, U+2028) in every place it can carry one.
+    #[test]
+    fn answers_are_written_as_serde_json_writes_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("permfs.json");
+        std::fs::write(
+            &config,
+            r#"{"permission": {"*": "ask", "read": "allow",
+                "path": {"*.env": "deny", "*\u0001\"q\\b*": "ask"},
+                "bash": {"*": "ask", "git status": "allow",
+                         "rm -rf *": {"action": "deny", "reason": "no \"rm\"\n\u0007 é \u2028"}},
+                "mcp": {"*": "ask", "github_*": "allow"}}}"#,
+        )
+        .expect("config");
+        let loader = PolicyLoader::new(PolicySources {
+            global: Some(config),
+            ..Default::default()
+        })
+        .expect("loader");
+        let cwd = dir.path().join("w\u{1}\"\\é\u{2028}\u{7f}");
+        std::fs::create_dir(&cwd).expect("cwd");
+        let mut requesters = Requesters::new(&cwd.to_string_lossy());
+        let weird = "a\u{0}\u{1f}\t\n\r\u{8}\u{c}\"\\/\u{7f}é✓\u{2028}\u{2029}\u{feff}😀";
+        let lines = [
+            serde_json::json!({"tool": "read", "input": {"path": weird}}),
+            serde_json::json!({"tool": "bash", "input": {"command": format!("rm -rf {weird} && cat ../x.env ~/{weird}")}}),
+            serde_json::json!({"surface": "bash", "value": format!("git status; echo '{weird}' | sh -c x")}),
+            serde_json::json!({"surface": weird, "value": weird}),
+            serde_json::json!({"tool": "mcp", "input": {"tool": weird, "server": "github"}}),
+            serde_json::json!({"tool": weird}),
+            serde_json::json!({"accessIntent": {"surface": "path_read", "matchValues": [weird], "floor": weird}}),
+            serde_json::json!({"accessIntent": {"surface": "x", "matchValues": []}}),
+        ];
+        // Every code point below U+0800 and a few beyond, at every offset.
+        let text: String = (0u32..0x800)
+            .chain([0x2028, 0x2029, 0xfeff, 0x1f600])
+            .filter_map(char::from_u32)
+            .collect();
+        for (offset, _) in text.char_indices() {
+            let tail = [&text[offset..]];
+            assert_eq!(
+                sonic_rs::to_string(&tail).ok(),
+                serde_json::to_string(&tail).ok()
+            );
+        }
+        for agent in [None, Some(weird)] {
+            for line in &lines {
+                let answer = resolve_line(&loader, &mut requesters, agent, &line.to_string())
+                    .expect("resolved");
+                let view = answer.view();
+                let mut written = Vec::new();
+                assert!(write_answer(&mut written, &view));
+                let expected = serde_json::to_vec(&view).expect("serde_json");
+                assert_eq!(
+                    String::from_utf8_lossy(&written),
+                    String::from_utf8_lossy(&expected),
+                    "{line}"
+                );
+            }
+        }
+    }
 }

@@ -14,7 +14,9 @@ use crate::facts::bash::{
 };
 use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
 use crate::facts::request::FactSet;
-use crate::policy::evaluate::{evaluate_any_value, evaluate_first, RuleVerdict};
+use crate::policy::evaluate::{
+    evaluate_any_value, evaluate_first, evaluate_first_rule, RuleVerdict,
+};
 use crate::policy::{CompileError, CompiledRules, Origin, PermissionState, RuleLayer};
 use serde::Serialize;
 use std::borrow::Cow;
@@ -153,6 +155,15 @@ pub fn judge(stack: &[&CompiledRules], facts: &FactSet) -> Result<Judgment, Comp
     })
 }
 
+/// The verdict on a bare word no rule promotes: a built-in default
+/// `allow`, reported but not counted. One shared rule (most words of a bash
+/// line are such words); its surface is never read, the check takes the
+/// intent's.
+static UNJUDGED_WORD: std::sync::LazyLock<crate::policy::Rule> = std::sync::LazyLock::new(|| {
+    crate::policy::Rule::new("*", "*", PermissionState::Allow, Origin::Builtin)
+        .with_layer(RuleLayer::Default)
+});
+
 fn check_intent(
     stack: &[&CompiledRules],
     intent: &AccessIntent,
@@ -166,15 +177,7 @@ fn check_intent(
                 intent,
                 surface,
                 RuleVerdict {
-                    rule: Cow::Owned(
-                        crate::policy::Rule::new(
-                            surface,
-                            "*",
-                            PermissionState::Allow,
-                            Origin::Builtin,
-                        )
-                        .with_layer(RuleLayer::Default),
-                    ),
+                    rule: Cow::Borrowed(&UNJUDGED_WORD),
                     matched_value: Cow::Borrowed(word),
                 },
             );
@@ -187,20 +190,12 @@ fn check_intent(
     } else if let Some(directions) = directions_of(surface) {
         // A bare family is both directions; the stricter answers, `_read`
         // on a tie.
-        let read = from_verdict(
-            intent,
-            directions[0],
-            evaluate_any_value(stack, directions[0], &intent.match_values)?,
-        );
-        let write = from_verdict(
-            intent,
-            directions[1],
-            evaluate_any_value(stack, directions[1], &intent.match_values)?,
-        );
-        if write.state > read.state {
-            write
+        let read = evaluate_any_value(stack, directions[0], &intent.match_values)?;
+        let write = evaluate_any_value(stack, directions[1], &intent.match_values)?;
+        if write.rule.action > read.rule.action {
+            from_verdict(intent, directions[1], write)
         } else {
-            read
+            from_verdict(intent, directions[0], read)
         }
     } else if is_path_surface(surface) {
         from_verdict(
@@ -256,21 +251,22 @@ fn apply_floor(check: &mut SurfaceCheck, floor: &str) {
 /// [`crate::facts::bash::enumerate`] for how each unit counts), the whole
 /// line where a specific rule names it, and a floor for a line the grammar
 /// could not fully read. A line with content but no command asks.
+///
+/// Each text is judged into a [`BashCandidate`] that borrows its rule and
+/// text; only the one reported becomes a [`SurfaceCheck`] (a line judges
+/// several texts, and most are compared and dropped).
 fn check_bash(
     stack: &[&CompiledRules],
     intent: &AccessIntent,
 ) -> Result<SurfaceCheck, CompileError> {
-    let command = intent.match_values.first().cloned().unwrap_or_default();
+    let command = intent.match_values.first().map_or("", String::as_str);
     let evaluate = |text: &str| -> Result<SurfaceCheck, CompileError> {
-        let value = [text.to_string()];
-        let mut check = from_verdict(intent, "bash", evaluate_first(stack, "bash", &value)?);
-        check.command = Some(text.to_string());
-        Ok(check)
+        Ok(BashCandidate::judge(stack, Cow::Borrowed(text))?.into_check(intent))
     };
-    let enumeration = enumerate_shared(&command);
+    let enumeration = enumerate_shared(command);
     if enumeration.has_no_command() {
-        let mut check = evaluate(&command)?;
-        if is_trivially_empty(&command) || check.state == PermissionState::Deny {
+        let mut check = evaluate(command)?;
+        if is_trivially_empty(command) || check.state == PermissionState::Deny {
             return Ok(check);
         }
         check.state = PermissionState::Ask;
@@ -278,12 +274,7 @@ fn check_bash(
         check.floor = Some(UNPARSEABLE_COMMAND.to_string());
         return Ok(check);
     }
-    let mut best: Option<SurfaceCheck> = None;
-    let mut consider = |check: SurfaceCheck| {
-        if best.as_ref().is_none_or(|b| check.state > b.state) {
-            best = Some(check);
-        }
-    };
+    let mut best: Option<BashCandidate> = None;
     // The reference's units first, so a tie names what the reference names.
     let full = || {
         enumeration
@@ -292,11 +283,11 @@ fn check_bash(
             .filter(|u| u.role == UnitRole::Full)
     };
     for unit in full() {
-        let mut check = evaluate(&unit.text)?;
+        let mut candidate = BashCandidate::judge(stack, Cow::Borrowed(&unit.text))?;
         if let Some(floor) = unit.floor {
-            apply_floor(&mut check, floor);
+            candidate.apply_floor(floor);
         }
-        consider(check);
+        candidate.consider(&mut best);
     }
     // A command typed with its home spelled `~`, `$HOME` or `${HOME}` is
     // also matched with the home written out, as home-anchored rules are
@@ -305,14 +296,14 @@ fn check_bash(
     let home = stack
         .first()
         .map(|rules| rules.home())
-        .filter(|_| home_spelling_allowed(&command));
+        .filter(|_| home_spelling_allowed(command));
     for unit in full() {
         let Some(spelled) = home.and_then(|h| spell_home(&unit.text, h)) else {
             continue;
         };
-        let check = evaluate(&spelled)?;
-        if is_specific(&check) {
-            consider(check);
+        let candidate = BashCandidate::judge(stack, Cow::Owned(spelled))?;
+        if candidate.is_specific() {
+            candidate.consider(&mut best);
         }
     }
     for unit in enumeration
@@ -320,31 +311,100 @@ fn check_bash(
         .iter()
         .filter(|u| u.role != UnitRole::Full)
     {
-        let check = evaluate(&unit.text)?;
+        let candidate = BashCandidate::judge(stack, Cow::Borrowed(&unit.text))?;
         let counts = match unit.role {
-            UnitRole::Specific => is_specific(&check),
-            _ => check.state == PermissionState::Deny,
+            UnitRole::Specific => candidate.is_specific(),
+            _ => candidate.state() == PermissionState::Deny,
         };
         if counts {
-            consider(check);
+            candidate.consider(&mut best);
         }
     }
-    let line = strip_leading_comments(&command);
+    let line = strip_leading_comments(command);
     if !line.is_empty() && !enumeration.units.iter().any(|u| u.text == line) {
-        let check = evaluate(line)?;
-        if is_specific(&check) {
-            consider(check);
+        let candidate = BashCandidate::judge(stack, Cow::Borrowed(line))?;
+        if candidate.is_specific() {
+            candidate.consider(&mut best);
         }
     }
     if enumeration.unparsed {
         // Part of the line was not understood: no rule may allow it alone.
-        let mut check = evaluate(&command)?;
-        apply_floor(&mut check, UNPARSED_SUBTREE);
-        consider(check);
+        let mut candidate = BashCandidate::judge(stack, Cow::Borrowed(command))?;
+        candidate.apply_floor(UNPARSED_SUBTREE);
+        candidate.consider(&mut best);
     }
     match best {
-        Some(check) => Ok(check),
-        None => evaluate(&command),
+        Some(candidate) => Ok(candidate.into_check(intent)),
+        None => evaluate(command),
+    }
+}
+
+/// One text of a bash line as the `bash` rules judge it, before it is
+/// known whether it is the one reported: what [`from_verdict`] and
+/// [`apply_floor`] would make of it, without their copies.
+struct BashCandidate<'r, 't> {
+    rule: Cow<'r, crate::policy::Rule>,
+    /// The text judged; it is also the value the rule matched (one value
+    /// is judged at a time).
+    text: Cow<'t, str>,
+    /// The floor sentinel, when a floor turned an `allow` into `ask`.
+    floor: Option<&'static str>,
+}
+
+impl<'r, 't> BashCandidate<'r, 't> {
+    fn judge(stack: &[&'r CompiledRules], text: Cow<'t, str>) -> Result<Self, CompileError> {
+        let rule = evaluate_first_rule(stack, "bash", &[&*text])?;
+        Ok(Self {
+            rule,
+            text,
+            floor: None,
+        })
+    }
+
+    /// As [`apply_floor`] on the check this would become.
+    fn apply_floor(&mut self, floor: &'static str) {
+        if self.rule.action == PermissionState::Allow && self.rule.layer != RuleLayer::Session {
+            self.floor = Some(floor);
+        }
+    }
+
+    /// Takes `best`'s place when stricter (the first of equals stays).
+    fn consider(self, best: &mut Option<Self>) {
+        if best.as_ref().is_none_or(|b| self.state() > b.state()) {
+            *best = Some(self);
+        }
+    }
+
+    fn state(&self) -> PermissionState {
+        match self.floor {
+            Some(_) => PermissionState::Ask,
+            None => self.rule.action,
+        }
+    }
+
+    /// A verdict a rule written for this text gave: a config or session
+    /// rule other than the catch-all `*`, and no floor. Supplementary views
+    /// of a line (the whole line, a statement with its redirects) count
+    /// only then, so the catch-all never judges more text than the
+    /// reference does.
+    fn is_specific(&self) -> bool {
+        self.floor.is_none() && self.rule.reported_pattern().is_some_and(|p| p != "*")
+    }
+
+    fn into_check(self, intent: &AccessIntent) -> SurfaceCheck {
+        let mut check = from_verdict(
+            intent,
+            "bash",
+            RuleVerdict {
+                rule: self.rule,
+                matched_value: Cow::Borrowed(&self.text),
+            },
+        );
+        check.command = Some(self.text.into_owned());
+        if let Some(floor) = self.floor {
+            apply_floor(&mut check, floor);
+        }
+        check
     }
 }
 
@@ -363,27 +423,19 @@ fn spell_home(text: &str, home: &str) -> Option<String> {
         .map(|rest| format!("{}/{rest}", home.trim_end_matches('/')))
 }
 
-/// A verdict a rule written for this text gave: a config or session rule
-/// other than the catch-all `*`. Supplementary views of a line (the whole
-/// line, a statement with its redirects) count only then, so the catch-all
-/// never judges more text than the reference does.
-fn is_specific(check: &SurfaceCheck) -> bool {
-    check.floor.is_none() && check.matched_pattern.as_deref().is_some_and(|p| p != "*")
-}
-
 /// Whether a bare bash word is named by a specific `path` deny or ask rule
 /// of the config (never a grant, never `*`), the reference's promotion test.
 fn bare_word_promoted(stack: &[&CompiledRules], word: &str) -> Result<bool, CompileError> {
     for list in stack {
         for surface in ["path_read", "path_write"] {
-            for index in list.all_matches(surface, word)? {
+            let promotes = |index: usize| {
                 let rule = list.rule(index);
-                if rule.layer == RuleLayer::Config
+                rule.layer == RuleLayer::Config
                     && rule.pattern != "*"
                     && rule.action != PermissionState::Allow
-                {
-                    return Ok(true);
-                }
+            };
+            if list.any_match(surface, word, promotes)? {
+                return Ok(true);
             }
         }
     }

@@ -20,9 +20,15 @@
 use super::access_path::AccessPath;
 use super::bash::BashPaths;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The maps here are looked up once or more per ask with a text as the key,
+/// so they use foldhash (randomly seeded per process) rather than SipHash:
+/// hashing a line was a visible share of an ask. Every map is bounded, so
+/// inputs crafted to collide can slow one map down, never grow it.
+type HashMap<K, V> = foldhash::HashMap<K, V>;
 
 /// Texts longer than this are not remembered (a long line is rare, and its
 /// result could be large).
@@ -42,7 +48,7 @@ pub struct TextMemo<T> {
 impl<T: Clone> TextMemo<T> {
     pub fn new(capacity: usize, batch_capacity: usize) -> Self {
         Self {
-            map: HashMap::new(),
+            map: HashMap::default(),
             order: VecDeque::new(),
             capacity,
             batch_capacity,
@@ -198,7 +204,7 @@ pub fn canonical(absolute: &str, compute: impl FnOnce() -> String) -> String {
 pub fn key(parts: &[&str]) -> String {
     let mut out = String::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
     for part in parts {
-        out.push_str(&part.len().to_string());
+        out.push_str(itoa::Buffer::new().format(part.len()));
         out.push(':');
         out.push_str(part);
     }

@@ -9,6 +9,7 @@ use super::access_path::{AccessPath, CanonicalCwd, CwdCache};
 use super::bash::bash_paths;
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{absolute_cwd, home_dir};
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -118,8 +119,101 @@ const REQUEST_KEYS: &[&str] = &[
     "agent",
 ];
 
+/// A request line read straight into its fields, without a JSON tree of
+/// the whole line: the shape every well-formed tool call or surface ask
+/// has. Anything this cannot take exactly as [`Request::from_value`] would
+/// (an unknown or repeated key, a value of the wrong type, pre-fixed facts,
+/// a blank name) makes [`Request::parse`] read the line again as a tree,
+/// so every answer and every error message is the tree's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WireRequest {
+    #[serde(default)]
+    tool: Option<String>,
+    /// `Some(Value::Null)` for an explicit `null`, which the tree reading
+    /// refuses (only an absent `input` means an empty one).
+    #[serde(default, deserialize_with = "present_value")]
+    input: Option<Value>,
+    #[serde(default)]
+    surface: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+    /// Whether the key is there at all (even as `null`): pre-fixed facts
+    /// are read from the tree.
+    #[serde(default, deserialize_with = "present")]
+    access_intent: bool,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    suggested_patterns: Option<Vec<String>>,
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// Any value, `null` included, as `Some` (a plain `Option` reads `null` as
+/// absent).
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// `true` for any value, `null` included; the value itself is skipped.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
+}
+
+impl WireRequest {
+    /// The request, when the fields alone settle it exactly as
+    /// [`Request::from_value`] would; `None` sends the line to the tree.
+    fn into_request(self) -> Option<Request> {
+        if self.access_intent {
+            return None;
+        }
+        let form = if let Some(tool) = self.tool {
+            if tool.trim().is_empty() {
+                return None;
+            }
+            let input = self
+                .input
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            if !input.is_object() {
+                return None;
+            }
+            AskForm::ToolCall { tool, input }
+        } else {
+            let surface = self.surface?;
+            if surface.trim().is_empty() {
+                return None;
+            }
+            match self.value {
+                Some(value) if !is_absent_value(surface.trim(), &value) => {
+                    AskForm::Surface { surface, value }
+                }
+                _ => AskForm::SurfaceOnly { surface },
+            }
+        };
+        Some(Request {
+            form,
+            message: self.message,
+            suggested_patterns: self.suggested_patterns.unwrap_or_default(),
+            agent: self.agent,
+            suggested_surface: None,
+            forwarded: None,
+        })
+    }
+}
+
 impl Request {
+    /// Reads a request line. The common shapes are read field by field
+    /// (no tree of the line, no copy of `input`); anything else, and every
+    /// error, goes through [`Self::from_value`], the one definition of
+    /// what a request means.
     pub fn parse(text: &str) -> Result<Self, RequestError> {
+        if let Some(request) = serde_json::from_str::<WireRequest>(text)
+            .ok()
+            .and_then(WireRequest::into_request)
+        {
+            return Ok(request);
+        }
         let value: Value = serde_json::from_str(text)
             .map_err(|e| RequestError(format!("request is not valid JSON: {e}")))?;
         Self::from_value(&value)
@@ -734,6 +828,50 @@ mod tests {
         ] {
             let error = Request::parse(bad).unwrap_err();
             assert!(error.0.contains(needle), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_field_reading_agrees_with_the_tree() {
+        for text in [
+            r#"{"tool":"bash","input":{"command":"git status"}}"#,
+            r#"{"tool":"read","input":{"path":"a\u0000b"},"agent":"x","message":"m"}"#,
+            r#"{"tool":"read"}"#,
+            r#"{"tool":"read","input":null}"#,
+            r#"{"tool":"read","input":[]}"#,
+            r#"{"tool":" ","input":{}}"#,
+            r#"{"tool":null,"surface":"bash","value":"ls"}"#,
+            r#"{"tool":"bash","value":3}"#,
+            r#"{"tool":"bash","tool":"read"}"#,
+            r#"{"surface":"deploy","value":null,"suggestedPatterns":["a","b"]}"#,
+            r#"{"surface":"deploy","suggestedPatterns":null}"#,
+            r#"{"surface":"deploy","suggestedPatterns":[1]}"#,
+            r#"{"surface":"read","value":" "}"#,
+            r#"{"surface":"","value":"x"}"#,
+            r#"{"surface":"bash","value":"ls","message":3}"#,
+            r#"{"accessIntent":null,"surface":"bash","value":"ls"}"#,
+            r#"{"accessIntent":{"surface":"bash","matchValues":["ls"]}}"#,
+            r#"{"surface":"bash","value":"ls","extra":1}"#,
+            r#"{"agent":"x"}"#,
+            r#"{"surface":"bash","value":"ls"} x"#,
+            "[]",
+            "",
+        ] {
+            let tree = serde_json::from_str::<Value>(text)
+                .map_err(|e| RequestError(format!("request is not valid JSON: {e}")))
+                .and_then(|value| Request::from_value(&value));
+            assert_eq!(Request::parse(text), tree, "{text}");
+        }
+        // The common shapes do not need the tree.
+        for text in [
+            r#"{"tool":"bash","input":{"command":"ls"}}"#,
+            r#"{"surface":"bash","value":"ls"}"#,
+        ] {
+            let fields = serde_json::from_str::<WireRequest>(text).ok();
+            assert!(
+                fields.and_then(WireRequest::into_request).is_some(),
+                "{text}"
+            );
         }
     }
 

@@ -10,11 +10,30 @@ use super::rule::Rule;
 use super::wildcard;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Surfaces indexed beyond this many are compiled per lookup rather than
 /// cached, so a stream of made-up tool names cannot grow memory unbounded.
 const MAX_CACHED_SURFACES: usize = 1024;
+
+/// Pairs the match memo holds before it starts afresh, and the longest
+/// value it remembers: bounded whatever a stream of asks names. A batch of
+/// asks (a thread with a snapshot scope open, as `permfs resolve` has)
+/// may keep more, as the other per-text memos do (`facts::memo`); a daemon
+/// keeps a policy per session, so each keeps few.
+const MAX_MEMO_ENTRIES: usize = 1024;
+const MAX_BATCH_MEMO_ENTRIES: usize = 16_384;
+const MAX_MEMO_VALUE: usize = 1024;
+
+/// (surface, value) → the rules matching, in rule order. A pure function
+/// of the compiled list, so remembering it changes no answer. Keyed by
+/// surface, then value, so a lookup borrows both (no key is built).
+#[derive(Debug, Default)]
+struct MatchMemo {
+    by_surface: foldhash::HashMap<String, foldhash::HashMap<String, Box<[usize]>>>,
+    /// Values remembered, over all surfaces.
+    len: usize,
+}
 
 #[derive(Debug)]
 pub struct CompiledRules {
@@ -23,7 +42,13 @@ pub struct CompiledRules {
     pattern_globs: Vec<Vec<Glob>>,
     /// Every distinct surface key, compiled, with the rules that carry it.
     surface_keys: Vec<SurfaceKey>,
-    by_surface: RwLock<HashMap<String, Arc<SurfaceIndex>>>,
+    /// Keyed with foldhash, not SipHash: it is looked up for every surface
+    /// of every ask, and holds at most [`MAX_CACHED_SURFACES`] entries.
+    by_surface: RwLock<foldhash::HashMap<String, Arc<SurfaceIndex>>>,
+    /// The rules each recent (surface, value) matched: a value is matched
+    /// on every ask that names it (a path, a command), and the globset's
+    /// pass over it costs more than a lookup.
+    matches: Mutex<MatchMemo>,
     /// The home `~` / `$HOME` expanded to in the patterns, so a value can
     /// be spelled with the same home (a bash command typed with `~/`).
     home: String,
@@ -111,7 +136,8 @@ impl CompiledRules {
             rules,
             pattern_globs,
             surface_keys,
-            by_surface: RwLock::new(HashMap::new()),
+            by_surface: RwLock::new(foldhash::HashMap::default()),
+            matches: Mutex::new(MatchMemo::default()),
             home: home.to_string(),
         })
     }
@@ -146,19 +172,17 @@ impl CompiledRules {
 
     /// [`Self::last_matches`] without building the list: `found(value,
     /// rule)` for each value (by position) that some rule matches. The
-    /// judging path calls this for every value of every fact, so it
-    /// allocates only the globset's scratch list.
-    pub fn each_last_match(
+    /// judging path calls this for every value of every fact.
+    pub fn each_last_match<S: AsRef<str>>(
         &self,
         surface: &str,
-        values: &[String],
+        values: &[S],
         mut found: impl FnMut(usize, usize),
     ) -> Result<(), CompileError> {
-        let index = self.surface_index(surface)?;
-        let mut scratch = Vec::new();
         for (position, value) in values.iter().enumerate() {
-            index.set.matches_into(value.as_str(), &mut scratch);
-            if let Some(rule) = scratch.iter().map(|&glob| index.glob_rule[glob]).max() {
+            if let Some(rule) =
+                self.with_matching_rules(surface, value.as_ref(), |rules| rules.last().copied())?
+            {
                 found(position, rule);
             }
         }
@@ -168,16 +192,19 @@ impl CompiledRules {
     /// Every rule on `surface` that matches `value`, in rule order (for
     /// explanations; judging needs only the last).
     pub fn all_matches(&self, surface: &str, value: &str) -> Result<Vec<usize>, CompileError> {
-        let index = self.surface_index(surface)?;
-        let mut rules: Vec<usize> = index
-            .set
-            .matches(value)
-            .into_iter()
-            .map(|g| index.glob_rule[g])
-            .collect();
-        rules.sort_unstable();
-        rules.dedup();
-        Ok(rules)
+        self.with_matching_rules(surface, value, <[usize]>::to_vec)
+    }
+
+    /// Whether any rule on `surface` matching `value` passes `test` (given
+    /// rule indices in rule order), without listing them. `test` runs under
+    /// the match memo's lock, so it must not look up this list again.
+    pub fn any_match(
+        &self,
+        surface: &str,
+        value: &str,
+        mut test: impl FnMut(usize) -> bool,
+    ) -> Result<bool, CompileError> {
+        self.with_matching_rules(surface, value, |rules| rules.iter().any(|&i| test(i)))
     }
 
     /// Whether rule `index` matches `value` (used to report which alias the
@@ -188,18 +215,74 @@ impl CompiledRules {
         index: usize,
         value: &str,
     ) -> Result<bool, CompileError> {
-        let surface_index = self.surface_index(surface)?;
-        Ok(surface_index
-            .set
-            .matches(value)
-            .into_iter()
-            .any(|glob| surface_index.glob_rule[glob] == index))
+        self.with_matching_rules(surface, value, |rules| rules.binary_search(&index).is_ok())
     }
 
-    fn surface_index(&self, surface: &str) -> Result<Arc<SurfaceIndex>, CompileError> {
+    /// `read(the rules on surface matching value, in rule order)`, from the
+    /// memo when it holds them. A memo another thread is using right now is
+    /// not waited for: the rules are matched afresh instead.
+    fn with_matching_rules<R>(
+        &self,
+        surface: &str,
+        value: &str,
+        read: impl FnOnce(&[usize]) -> R,
+    ) -> Result<R, CompileError> {
+        if value.len() > MAX_MEMO_VALUE {
+            return Ok(read(&self.matching_rules(surface, value)?));
+        }
+        let Ok(mut memo) = self.matches.try_lock() else {
+            return Ok(read(&self.matching_rules(surface, value)?));
+        };
+        if let Some(rules) = memo.by_surface.get(surface).and_then(|m| m.get(value)) {
+            return Ok(read(rules));
+        }
+        let rules = self.matching_rules(surface, value)?;
+        let answer = read(&rules);
+        let capacity = if crate::facts::memo::in_scope() {
+            MAX_BATCH_MEMO_ENTRIES
+        } else {
+            MAX_MEMO_ENTRIES
+        };
+        if memo.len >= capacity {
+            memo.by_surface.clear();
+            memo.len = 0;
+        }
+        let values = match memo.by_surface.get_mut(surface) {
+            Some(values) => values,
+            None => memo.by_surface.entry(surface.to_string()).or_default(),
+        };
+        values.insert(value.to_string(), rules);
+        memo.len += 1;
+        Ok(answer)
+    }
+
+    /// The rules on `surface` matching `value`, in rule order, from the
+    /// globset (one rule may own two globs).
+    fn matching_rules(&self, surface: &str, value: &str) -> Result<Box<[usize]>, CompileError> {
+        self.with_surface_index(surface, |index| {
+            let mut rules: Vec<usize> = index
+                .set
+                .matches(value)
+                .into_iter()
+                .map(|glob| index.glob_rule[glob])
+                .collect();
+            rules.sort_unstable();
+            rules.dedup();
+            rules.into_boxed_slice()
+        })
+    }
+
+    /// `read(index of surface)`, under the cache's read lock when the
+    /// index is cached (no reference count taken and dropped per lookup;
+    /// an index is only ever added, so a writer waits at most one match).
+    fn with_surface_index<R>(
+        &self,
+        surface: &str,
+        read: impl FnOnce(&SurfaceIndex) -> R,
+    ) -> Result<R, CompileError> {
         if let Ok(cache) = self.by_surface.read() {
             if let Some(found) = cache.get(surface) {
-                return Ok(Arc::clone(found));
+                return Ok(read(found));
             }
         }
         let built = Arc::new(self.build_surface_index(surface)?);
@@ -208,7 +291,7 @@ impl CompiledRules {
                 cache.insert(surface.to_string(), Arc::clone(&built));
             }
         }
-        Ok(built)
+        Ok(read(&built))
     }
 
     fn build_surface_index(&self, surface: &str) -> Result<SurfaceIndex, CompileError> {
@@ -265,6 +348,28 @@ mod tests {
             rules.last_matches("write", &values).unwrap(),
             vec![None, None]
         );
+    }
+
+    #[test]
+    fn remembered_matches_are_the_globsets() {
+        let rules = compiled(&[
+            ("*", "*", Ask),
+            ("ab", "c", Deny),
+            ("a", "bc", Allow),
+            ("a", "b*", Deny),
+        ]);
+        for _ in 0..2 {
+            // "ab"+"c" and "a"+"bc" must not share a memo entry.
+            assert_eq!(rules.all_matches("ab", "c").unwrap(), vec![0, 1]);
+            assert_eq!(rules.all_matches("a", "bc").unwrap(), vec![0, 2, 3]);
+            assert!(rules.rule_matches("a", 2, "bc").unwrap());
+            assert!(!rules.rule_matches("a", 1, "bc").unwrap());
+            let values = vec!["bc".to_string(), "c".to_string(), "x".repeat(2000)];
+            assert_eq!(
+                rules.last_matches("a", &values).unwrap(),
+                vec![Some(3), Some(0), Some(0)]
+            );
+        }
     }
 
     #[test]

@@ -34,10 +34,10 @@ impl RuleVerdict<'_> {
 /// Position of a rule in the whole stack: (list, index within the list).
 type Position = (usize, usize);
 
-fn last_positions(
+fn last_positions<S: AsRef<str>>(
     stack: &[&CompiledRules],
     surface: &str,
-    values: &[String],
+    values: &[S],
 ) -> Result<Vec<Option<Position>>, CompileError> {
     let mut best: Vec<Option<Position>> = vec![None; values.len()];
     for (list, rules) in stack.iter().enumerate() {
@@ -51,10 +51,12 @@ fn last_positions(
     Ok(best)
 }
 
-fn fallback(surface: &str, values: &[String]) -> RuleVerdict<'static> {
+fn fallback<S: AsRef<str>>(surface: &str, values: &[S]) -> RuleVerdict<'static> {
     // Unreachable with a composed config (its universal default matches
     // everything), kept so an empty stack still fails closed to `ask`.
-    let value = values.first().cloned().unwrap_or_else(|| "*".into());
+    let value = values
+        .first()
+        .map_or_else(|| "*".to_string(), |v| v.as_ref().to_string());
     RuleVerdict {
         rule: Cow::Owned(
             Rule::new(
@@ -107,32 +109,58 @@ pub fn evaluate_any_value<'a>(
 
 /// Other surfaces (MCP target candidates, single values): the first
 /// candidate that a non-default rule matches decides; when none does, the
-/// first candidate's default applies.
-pub fn evaluate_first<'a>(
+/// first candidate's default applies. The values may be borrowed texts (a
+/// bash line's commands are judged without copying each).
+pub fn evaluate_first<'a, S: AsRef<str>>(
     stack: &[&'a CompiledRules],
     surface: &str,
-    values: &'a [String],
+    values: &'a [S],
 ) -> Result<RuleVerdict<'a>, CompileError> {
     if values.is_empty() {
         return evaluate_first(stack, surface, &star()).map(RuleVerdict::into_owned);
     }
+    Ok(match first_decision(stack, surface, values)? {
+        Some((value, (list, index))) => RuleVerdict {
+            rule: Cow::Borrowed(stack[list].rule(index)),
+            matched_value: Cow::Borrowed(values[value].as_ref()),
+        },
+        None => fallback(surface, values),
+    })
+}
+
+/// [`evaluate_first`]'s rule alone, borrowed from the stack however long
+/// the values live (a text judged and dropped at once).
+pub fn evaluate_first_rule<'r, S: AsRef<str>>(
+    stack: &[&'r CompiledRules],
+    surface: &str,
+    values: &[S],
+) -> Result<Cow<'r, Rule>, CompileError> {
+    if values.is_empty() {
+        return evaluate_first_rule(stack, surface, &star());
+    }
+    Ok(match first_decision(stack, surface, values)? {
+        Some((_, (list, index))) => Cow::Borrowed(stack[list].rule(index)),
+        None => fallback(surface, values).rule,
+    })
+}
+
+/// What decides under [`evaluate_first`]: the position of the value and of
+/// its rule, or `None` when no rule matched the first value (the fallback).
+/// `values` must not be empty.
+fn first_decision<S: AsRef<str>>(
+    stack: &[&CompiledRules],
+    surface: &str,
+    values: &[S],
+) -> Result<Option<(usize, Position)>, CompileError> {
     let positions = last_positions(stack, surface, values)?;
-    let verdict = |value: &'a String, (list, index): Position| RuleVerdict {
-        rule: Cow::Borrowed(stack[list].rule(index)),
-        matched_value: Cow::Borrowed(value.as_str()),
-    };
-    for (value, position) in values.iter().zip(&positions) {
-        if let Some(position) = position {
-            let candidate = verdict(value, *position);
-            if !candidate.is_default() {
-                return Ok(candidate);
+    for (value, position) in positions.iter().enumerate() {
+        if let Some((list, index)) = *position {
+            if stack[list].rule(index).layer != RuleLayer::Default {
+                return Ok(Some((value, (list, index))));
             }
         }
     }
-    Ok(match positions[0] {
-        Some(position) => verdict(&values[0], position),
-        None => fallback(surface, values),
-    })
+    Ok(positions.first().copied().flatten().map(|p| (0, p)))
 }
 
 #[cfg(test)]

@@ -74,24 +74,24 @@ pub fn enumerate(source: &str) -> Enumeration {
     Enumeration::clone(&enumerate_shared(source))
 }
 
-/// [`enumerate`], shared with the per-thread memo (no copy of the units).
+/// [`enumerate`], shared with the per-thread memo of line readings (no
+/// copy of the units).
 pub fn enumerate_shared(source: &str) -> std::sync::Arc<Enumeration> {
-    ENUMERATED.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut memo) => memo.get_or(source, |text| std::sync::Arc::new(enumerate_at(text, 0))),
-        Err(_) => std::sync::Arc::new(enumerate_at(source, 0)),
-    })
-}
-
-thread_local! {
-    /// The enumerations of recent lines (a pure function of the text): a
-    /// tool call's facts and its judgment, and an agent repeating a line,
-    /// read it once.
-    static ENUMERATED: std::cell::RefCell<crate::facts::memo::TextMemo<std::sync::Arc<Enumeration>>> =
-        std::cell::RefCell::new(crate::facts::memo::TextMemo::new(256, 8192));
+    super::reading(source).enumeration
 }
 
 fn enumerate_at(source: &str, payload_depth: usize) -> Enumeration {
-    let Some(tree) = parse(source) else {
+    enumerate_tree(source, parse(source).as_ref(), payload_depth)
+}
+
+/// The enumeration of `source` from its syntax tree (`None`: the line could
+/// not be parsed at all, and floors).
+pub(super) fn enumerate_tree(
+    source: &str,
+    tree: Option<&tree_sitter::Tree>,
+    payload_depth: usize,
+) -> Enumeration {
+    let Some(tree) = tree else {
         tracing::warn!("bash line could not be parsed at all");
         return Enumeration {
             units: Vec::new(),

@@ -15,3 +15,42 @@ pub use enumerate::{
     UNPARSED_SUBTREE,
 };
 pub use paths::{bash_paths, BashPaths, RuleWord};
+
+use crate::facts::memo::TextMemo;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// What is read from one line's syntax tree: its commands (for the `bash`
+/// surface) and its path words (for the bash path gates). Both come from
+/// one parse, so a line is parsed once whichever form asks it first (a
+/// `{surface: bash}` ask needs only the commands, a bash tool call both).
+#[derive(Clone)]
+struct Reading {
+    enumeration: Arc<enumerate::Enumeration>,
+    /// `None` when the line could not be parsed.
+    words: Option<Arc<Vec<paths::Word>>>,
+}
+
+thread_local! {
+    /// The readings of recent lines (a pure function of the text): a tool
+    /// call's facts and its judgment, and an agent repeating a line, read
+    /// it once.
+    static READINGS: RefCell<TextMemo<Reading>> = RefCell::new(TextMemo::new(256, 8192));
+}
+
+fn reading(source: &str) -> Reading {
+    READINGS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut memo) => memo.get_or(source, read_afresh),
+        Err(_) => read_afresh(source),
+    })
+}
+
+fn read_afresh(source: &str) -> Reading {
+    let tree = parse::parse(source);
+    Reading {
+        enumeration: Arc::new(enumerate::enumerate_tree(source, tree.as_ref(), 0)),
+        words: tree
+            .as_ref()
+            .map(|tree| Arc::new(paths::words_of_tree(source, tree))),
+    }
+}

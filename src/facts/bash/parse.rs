@@ -13,7 +13,8 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
     /// The last line parsed on this thread and its tree: a tool call's
     /// facts and its judgment read the same line right after each other,
-    /// and a tree is shared by reference count, so the second read is free.
+    /// and a tree is shared by reference count, so the second read is free
+    /// (for a line too long for the memo of readings in `facts::bash`).
     /// A line that could not be parsed is remembered too, so a hostile line
     /// costs its parse budget once per ask, not once per reader.
     static LAST: RefCell<Option<(String, Option<Tree>)>> = const { RefCell::new(None) };

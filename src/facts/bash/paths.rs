@@ -19,17 +19,16 @@
 //! (docs/reference-divergences.md).
 
 use super::enumerate::word_value;
-use super::parse::{children, parse, text};
+use super::parse::{children, text};
 use crate::facts::access_path::{
     clean_literal, is_outside, AccessPath, CanonicalCwd, SAFE_SYSTEM_PATHS,
 };
-use crate::facts::memo::{self, Entry, TextMemo};
+use crate::facts::memo::{self, Entry};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::LazyLock;
-use tree_sitter::Node;
+use tree_sitter::{Node, Tree};
 
 const MAX_DEPTH: usize = 256;
 
@@ -44,7 +43,7 @@ enum Base {
 }
 
 #[derive(Debug, Clone)]
-struct Word {
+pub(super) struct Word {
     token: String,
     base: Base,
 }
@@ -78,30 +77,22 @@ pub fn bash_paths(
     canonical_cwd: &CanonicalCwd,
     home: &str,
 ) -> Option<Arc<BashPaths>> {
-    let words = WORDS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut memo) => memo.get_or(command, |text| words_of(text).map(Arc::new)),
-        Err(_) => words_of(command).map(Arc::new),
-    })?;
+    let words = super::reading(command).words?;
     Some(memo::bash_paths(
         || memo::key(&[command, cwd, canonical_cwd.get(), home]),
         || Arc::new(project(&words, cwd, canonical_cwd, home)),
     ))
 }
 
-thread_local! {
-    /// The words of recent lines: a pure function of the text (the
-    /// filesystem is met only in [`project`]).
-    static WORDS: RefCell<TextMemo<Option<Arc<Vec<Word>>>>> = RefCell::new(TextMemo::new(256, 8192));
-}
-
-fn words_of(command: &str) -> Option<Vec<Word>> {
-    let tree = parse(command)?;
+/// The words of `command` from its syntax tree: a pure function of the
+/// text (the filesystem is met only in [`project`]).
+pub(super) fn words_of_tree(command: &str, tree: &Tree) -> Vec<Word> {
     let mut walker = Walker {
         source: command,
         words: Vec::new(),
     };
     walker.walk(tree.root_node(), Base::Known(String::new()), 0);
-    Some(walker.words)
+    walker.words
 }
 
 fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
