@@ -17,10 +17,12 @@ pub type ReplySlot = Arc<Mutex<Option<ReplyData>>>;
 /// Every parked read, and the interrupts that came before their read.
 pub type Parked = Arc<Mutex<ParkedReads>>;
 
-#[derive(Default)]
-pub struct ParkedReads {
+/// The bookkeeping of parked reads by FUSE request id, over any slot type
+/// (fuser's replies cannot be made outside fuser, so the tests use
+/// numbers).
+pub struct ParkedReads<S = ReplySlot> {
     /// FUSE unique id → its reply slot.
-    readers: HashMap<u64, ReplySlot>,
+    readers: HashMap<u64, S>,
     /// Interrupts for requests not parked (yet), with when they came. The
     /// kernel sends an interrupt as soon as the daemon has taken the
     /// request off the queue, so it can overtake the read on another FUSE
@@ -33,10 +35,50 @@ pub struct ParkedReads {
     early_pruned: Option<Instant>,
 }
 
+impl<S> Default for ParkedReads<S> {
+    fn default() -> Self {
+        Self {
+            readers: HashMap::new(),
+            early: HashMap::new(),
+            early_pruned: None,
+        }
+    }
+}
+
 /// How long an interrupt waits for its read to park. A read is parked
 /// within microseconds of being taken off the queue, or answered without
 /// parking; the margin covers a FUSE thread the scheduler set aside.
 const EARLY_INTERRUPT_KEPT: Duration = Duration::from_secs(1);
+
+impl<S> ParkedReads<S> {
+    /// Lists `slot` for request `unique`; false (and not listed) when the
+    /// request's interrupt already came: the read must end with `EINTR`.
+    fn park(&mut self, unique: u64, slot: S) -> bool {
+        if self.early.remove(&unique).is_some() {
+            return false;
+        }
+        self.readers.insert(unique, slot);
+        true
+    }
+
+    /// The interrupt for request `unique` came at `now`: its slot, when
+    /// parked; otherwise it is remembered for the read to find.
+    fn interrupted(&mut self, unique: u64, now: Instant) -> Option<S> {
+        if let Some(slot) = self.readers.remove(&unique) {
+            return Some(slot);
+        }
+        let due = self
+            .early_pruned
+            .is_none_or(|at| now.duration_since(at) >= EARLY_INTERRUPT_KEPT);
+        if due {
+            self.early
+                .retain(|_, came| now.duration_since(*came) < EARLY_INTERRUPT_KEPT);
+            self.early_pruned = Some(now);
+        }
+        self.early.insert(unique, now);
+        None
+    }
+}
 
 /// One parked read; clones share the same slot.
 #[derive(Clone)]
@@ -51,26 +93,17 @@ impl ParkedRead {
     /// interrupted. When its interrupt came first, the read ends with
     /// `EINTR` at once, and every later answer finds the slot empty.
     pub fn park(registry: &Parked, unique: u64, reply: ReplyData) -> Self {
-        let slot: ReplySlot = Arc::new(Mutex::new(None));
-        let interrupted = match registry.lock() {
-            Ok(mut parked) => {
-                let interrupted = parked.early.remove(&unique).is_some();
-                if !interrupted {
-                    if let Ok(mut held) = slot.lock() {
-                        *held = Some(reply);
-                    }
-                    parked.readers.insert(unique, Arc::clone(&slot));
-                    None
-                } else {
-                    Some(reply)
-                }
-            }
+        let slot: ReplySlot = Arc::new(Mutex::new(Some(reply)));
+        let parked = registry
+            .lock()
+            .map(|mut parked| parked.park(unique, Arc::clone(&slot)))
             // A poisoned registry: no interrupt could reach the read, so
             // it is not parked at all.
-            Err(_) => Some(reply),
-        };
-        if let Some(reply) = interrupted {
-            reply.error(Errno::EINTR);
+            .unwrap_or(false);
+        if !parked {
+            if let Some(reply) = slot.lock().ok().and_then(|mut s| s.take()) {
+                reply.error(Errno::EINTR);
+            }
         }
         Self {
             unique,
@@ -112,26 +145,10 @@ impl ParkedRead {
 /// the kernel does not wait for; never `ENOSYS`, which would turn
 /// interrupts off for the whole mount.
 pub fn interrupt(registry: &Parked, unique: u64, reply: ReplyEmpty) {
-    let slot = match registry.lock() {
-        Ok(mut parked) => match parked.readers.remove(&unique) {
-            Some(slot) => Some(slot),
-            None => {
-                let now = Instant::now();
-                let due = parked
-                    .early_pruned
-                    .is_none_or(|at| now.duration_since(at) >= EARLY_INTERRUPT_KEPT);
-                if due {
-                    parked
-                        .early
-                        .retain(|_, came| now.duration_since(*came) < EARLY_INTERRUPT_KEPT);
-                    parked.early_pruned = Some(now);
-                }
-                parked.early.insert(unique, now);
-                None
-            }
-        },
-        Err(_) => None,
-    };
+    let slot = registry
+        .lock()
+        .ok()
+        .and_then(|mut parked| parked.interrupted(unique, Instant::now()));
     reply.ok();
     if let Some(reply) = slot.and_then(|slot| slot.lock().ok().and_then(|mut s| s.take())) {
         reply.error(Errno::EINTR);
@@ -177,5 +194,51 @@ pub fn pace_release(woken: &Woken) {
             return;
         }
         std::thread::sleep(Duration::from_micros(250));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupt_before_the_read_parks_ends_it_when_it_parks() {
+        let mut parked = ParkedReads::<&str>::default();
+        let now = Instant::now();
+        assert_eq!(parked.interrupted(7, now), None, "nothing parked yet");
+        assert!(parked.park(8, "other"), "another request is not touched");
+        assert!(!parked.park(7, "late"), "the read finds its interrupt");
+        assert!(parked.early.is_empty(), "and claims it");
+        assert!(parked.park(7, "again"), "a later read of the id parks");
+    }
+
+    #[test]
+    fn an_interrupt_takes_the_parked_slot_once() {
+        let mut parked = ParkedReads::<&str>::default();
+        let now = Instant::now();
+        assert!(parked.park(3, "reply"));
+        assert_eq!(parked.interrupted(3, now), Some("reply"));
+        assert!(parked.readers.is_empty());
+        // A second interrupt finds nothing to take, and is only remembered.
+        assert_eq!(parked.interrupted(3, now), None);
+    }
+
+    #[test]
+    fn unclaimed_interrupts_are_forgotten() {
+        let mut parked = ParkedReads::<&str>::default();
+        let start = Instant::now();
+        for unique in 0..1000 {
+            parked.interrupted(unique, start);
+        }
+        // Within the period nothing is scanned or dropped...
+        parked.interrupted(1000, start + EARLY_INTERRUPT_KEPT / 2);
+        assert_eq!(parked.early.len(), 1001);
+        // ...after it, everything older than the period goes at once.
+        parked.interrupted(1001, start + EARLY_INTERRUPT_KEPT * 2);
+        assert_eq!(parked.early.len(), 1);
+        assert!(
+            parked.park(1000, "read"),
+            "a forgotten interrupt ends nothing"
+        );
     }
 }
