@@ -148,8 +148,15 @@ fn an_ordinary_user_mounts_through_fusermount3() {
            'echo \"{{\\\"surface\\\":\\\"bash\\\",\\\"value\\\":\\\"git status\\\"}}\" > {d}/mnt/sessions/main/outbox/r.request \
             && grep -o \"\\\"approved\\\": true\" {d}/mnt/sessions/main/outbox/r.response'\n\
          setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups stat -c 'owner=%u' {d}/mnt/sessions/main/outbox\n\
+         setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups bash -c \
+           'echo \"{{\\\"surface\\\":\\\"bash\\\",\\\"value\\\":\\\"make\\\"}}\" > {d}/mnt/sessions/main/outbox/p.request \
+            && timeout -s INT 0.3 cat {d}/mnt/sessions/main/outbox/p.response' &\n\
+         reader=$!\n\
+         for i in $(seq 60); do kill -0 $reader 2>/dev/null || break; sleep 0.05; done\n\
+         kill -0 $reader 2>/dev/null && echo interrupt=stuck || echo interrupt=ended\n\
          kill -TERM $pid; wait $pid; echo \"exit=$?\"\n\
          grep -c '{d}/mnt fuse' /proc/self/mounts\n\
+         wait\n\
          cat {d}/daemon.err",
         daemon = daemon_as_nobody(dir.path()),
     );
@@ -164,8 +171,17 @@ fn an_ordinary_user_mounts_through_fusermount3() {
         lines.contains(&format!("owner={NOBODY}").as_str()),
         "the mount owner's files: {output}"
     );
+    // The reader blocked on a pending ask gets SIGINT after 0.3 s: the
+    // kernel's interrupt reaches a daemon that serves its owner only
+    // (fuser's owner check would refuse it: it comes with uid 0), and the
+    // read ends at once instead of when the daemon stops.
+    assert_eq!(
+        lines.get(3),
+        Some(&"interrupt=ended"),
+        "a signal ends a blocked read: {output}"
+    );
     assert!(lines.contains(&"exit=0"), "a clean stop: {output}");
-    assert_eq!(lines.get(4), Some(&"0"), "unmounted at stop: {output}");
+    assert_eq!(lines.get(5), Some(&"0"), "unmounted at stop: {output}");
 }
 
 #[test]
