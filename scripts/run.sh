@@ -14,4 +14,6 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
   fi
 fi
 mkdir -p mount
+# A first release build is one LTO unit: several minutes, with no output.
+[ -x target/release/permfs ] || echo "permfs: building the release binary (the first build takes several minutes)..." >&2
 exec cargo run --release --quiet -- mount ./mount --config config/permfs.json "$@"
