@@ -20,12 +20,7 @@ import os, sys
 flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if sys.argv[3] == "create" else 0)
 fd = os.open(sys.argv[1], flags, 0o600)
 os.write(fd, sys.argv[2].encode())
-answer = b""
-while True:
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        break
-    answer += chunk
+answer = b"".join(iter(lambda: os.read(fd, 65536), b""))  # to EOF
 os.close(fd)
 sys.stdout.write(answer.decode())
 "#;
@@ -257,12 +252,7 @@ except BlockingIOError:
     poller.register(fd, select.POLLIN)
     while not poller.poll(10000):
         pass
-answer = b""
-while True:
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        break
-    answer += chunk
+answer = b"".join(iter(lambda: os.read(fd, 65536), b""))  # to EOF
 print(answer.decode().replace("\n", " "), flush=True)
 os.close(fd)
 "#;
