@@ -1348,6 +1348,8 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // What this read's interrupt, if any, will name.
+        let unique: u64 = req.unique().into();
         // An exchange's answer is read from where its first read started.
         let base = self
             .exchange_base
@@ -1414,22 +1416,13 @@ impl Filesystem for PermFs {
                 Ok(()) | Err(Errno::EINVAL) | Err(Errno::EFBIG) => {}
                 Err(e) => return reply.error(e),
             }
-            let Some(reply) = self.wait_for_raise(fh.0, req.unique().into(), relative, size, reply)
-            else {
+            let Some(reply) = self.wait_for_raise(fh.0, unique, relative, size, reply) else {
                 return;
             };
-            return self.read_answer(
-                req.unique().into(),
-                fh.0,
-                session,
-                rid,
-                relative,
-                size,
-                reply,
-            );
+            return self.read_answer(unique, fh.0, session, rid, relative, size, reply);
         }
         if let Node::Response(session, rid) = &node {
-            return self.read_answer(req.unique().into(), fh.0, session, rid, offset, size, reply);
+            return self.read_answer(unique, fh.0, session, rid, offset, size, reply);
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),
