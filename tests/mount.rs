@@ -250,6 +250,62 @@ fn unlinking_withdraws_and_reusing_a_name_is_refused() {
     );
 }
 
+/// A decided response is read through the kernel's page cache (one
+/// `READ`, its size known): what a reader sees must still be exactly the
+/// answer of the ask that has the name now.
+#[test]
+fn a_decided_response_has_its_size_and_a_reused_name_reads_the_new_answer() {
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    let response = daemon.ask("main", "a", r#"{"surface":"bash","value":"git status"}"#);
+    let whole = std::fs::read(&response).expect("read");
+    let size = std::fs::metadata(&response).expect("stat").len();
+    assert_eq!(size, whole.len() as u64, "stat shows the answer's size");
+    // Seven bytes at a time, from another open: the same bytes.
+    let mut file = std::fs::File::open(&response).expect("opened");
+    let (mut pieces, mut chunk) = (Vec::new(), [0u8; 7]);
+    loop {
+        let n = file.read(&mut chunk).expect("read");
+        if n == 0 {
+            break;
+        }
+        pieces.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(pieces, whole);
+    assert_eq!(daemon.response(&response)["outcome"], "allow");
+
+    // The name is freed and asked again, for a denial of another size.
+    std::fs::remove_file(outbox.join("a.request")).expect("forgotten");
+    daemon.ask(
+        "main",
+        "a",
+        r#"{"surface":"bash","value":"rm -rf somewhere"}"#,
+    );
+    let again = std::fs::read(&response).expect("read");
+    assert_ne!(again.len(), whole.len());
+    let answer: serde_json::Value = serde_json::from_slice(&again).expect("JSON");
+    assert_eq!(
+        answer["outcome"], "deny",
+        "not the cached answer of the old ask"
+    );
+
+    // Pending: size 0, and a stat meanwhile does not hide the answer later.
+    let pending = daemon.ask("main", "p", r#"{"surface":"bash","value":"make"}"#);
+    assert_eq!(std::fs::metadata(&pending).expect("stat").len(), 0);
+    eventually("the ask is in the inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let ask = daemon.inbox("main")[0].clone();
+    std::fs::write(daemon.session("main").join("inbox").join(ask), "allow\n").expect("decided");
+    let decided = std::fs::read(&pending).expect("read");
+    assert_eq!(
+        std::fs::metadata(&pending).expect("stat").len(),
+        decided.len() as u64
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&decided).expect("JSON");
+    assert_eq!(answer["decidedBy"]["kind"], "user");
+}
+
 #[test]
 fn a_bad_request_fails_at_close_and_says_why() {
     let daemon = Daemon::start(CONFIG, None);

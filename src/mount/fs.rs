@@ -57,6 +57,18 @@ fn ttl(node: &Node) -> Duration {
     }
 }
 
+/// How long the kernel may keep a node's attributes. A decided response
+/// never changes, so its size (the answer's length) is cached like the
+/// tree's: a read through the page cache then ends at that size without
+/// another `READ` or `GETATTR` (see `open`). An undecided one (size 0) is
+/// never cached, so the kernel asks again once it is decided.
+fn attr_ttl(node: &Node, attr: &FileAttr) -> Duration {
+    match node {
+        Node::Response(..) if attr.size > 0 => STRUCTURE_TTL,
+        _ => ttl(node),
+    }
+}
+
 pub const README_TEXT: &str = include_str!("README.mount.txt");
 
 /// A directory listing: (name, kind, inode number).
@@ -502,10 +514,8 @@ impl PermFs {
                 .and_then(|grant| serde_json::to_value(grant).ok())
                 .map(json),
             Node::Response(s, r) => self
-                .authority
-                .ask_for(s, r)
-                .and_then(|a| self.authority.response(&a))
-                .map(|resp| resp.to_json().to_vec()),
+                .decided_response(s, r)
+                .map(|response| response.to_json().to_vec()),
             Node::PiRequest(s, t, n) => self.pi.request_bytes(s, t, n),
             Node::PiResponse(s, t, n) => self.pi.response_bytes(s, t, n),
             _ => None,
@@ -640,6 +650,10 @@ impl PermFs {
             | Node::InboxItem(..)
             | Node::PiRequest(..)
             | Node::PiResponse(..) => self.content(node).map(|c| c.len() as u64).unwrap_or(0),
+            Node::Response(s, r) => self
+                .decided_response(s, r)
+                .map(|response| response.to_json().len() as u64)
+                .unwrap_or(0),
             _ => 0,
         };
         // An inbox entry's time is its ask's arrival, so `ls -lt` sorts
@@ -669,6 +683,13 @@ impl PermFs {
             flags: 0,
             blksize: 4096,
         }
+    }
+
+    /// The answer to `session`'s ask `rid`, once there is one.
+    fn decided_response(&self, session: &str, rid: &str) -> Option<Arc<Response>> {
+        self.authority
+            .ask_for(session, rid)
+            .and_then(|ask| self.authority.response(&ask))
     }
 
     fn child(&self, parent: &Node, name: &str) -> Option<Node> {
@@ -1103,7 +1124,10 @@ impl Filesystem for PermFs {
             return reply.error(e);
         }
         match self.child(&parent, name) {
-            Some(node) => reply.entry(&ttl(&node), &self.entry_attr(&node), Generation(0)),
+            Some(node) => {
+                let attr = self.entry_attr(&node);
+                reply.entry_with_ttls(&attr_ttl(&node, &attr), &ttl(&node), &attr, Generation(0))
+            }
             None => reply.error(Errno::ENOENT),
         }
     }
@@ -1119,7 +1143,10 @@ impl Filesystem for PermFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.node(ino) {
-            Ok(node) => reply.attr(&ttl(&node), &self.attr(&node)),
+            Ok(node) => {
+                let attr = self.attr(&node);
+                reply.attr(&attr_ttl(&node, &attr), &attr)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1235,12 +1262,26 @@ impl Filesystem for PermFs {
                 writers.insert(fh);
             }
         }
-        if matches!(node, Node::Response(..)) {
+        if let Node::Response(session, rid) = &node {
+            if let Some(response) = self
+                .authority
+                .ask_for(session, rid)
+                .and_then(|ask| self.authority.read_response(&ask))
+            {
+                // Decided: the handle reads this answer, through the page
+                // cache. The kernel knows its size (from the lookup, or a
+                // `GETATTR` if the lookup came before the decision), so a
+                // read to the end costs one `READ`, not two.
+                if let Ok(mut served) = self.served.lock() {
+                    served.insert(fh, response);
+                    return reply.opened(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH);
+                }
+            }
             if let Ok(mut map) = self.nonblocking.lock() {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
             }
         }
-        // Contents are never cached (direct I/O). Only a request draft has
+        // Other contents are never cached (direct I/O). Only a request draft has
         // anything to do at close; other files skip the FLUSH round trip.
         let flags = if matches!(node, Node::Request(..) | Node::PiRequest(..)) {
             FopenFlags::FOPEN_DIRECT_IO
