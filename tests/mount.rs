@@ -307,30 +307,95 @@ fn a_decided_response_has_its_size_and_a_reused_name_reads_the_new_answer() {
 }
 
 #[test]
-fn a_bad_request_fails_at_close_and_says_why() {
+fn a_bad_request_fails_at_its_write_and_says_why() {
     let daemon = Daemon::start(CONFIG, None);
     let outbox = daemon.session("main").join("outbox");
-    // The error comes from close(2), which std's File drop ignores.
     let mut file = std::fs::File::create(outbox.join("bad.request")).expect("created");
     // A value that is not a string (a missing one is a surface-level check).
-    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\", \"value\": 1}")
-        .expect("written");
+    let written = std::io::Write::write(&mut file, b"{\"surface\": \"bash\", \"value\": 1}");
+    assert_eq!(
+        written.err().and_then(|e| e.raw_os_error()),
+        Some(libc::EINVAL),
+        "the write that completes a bad request reports it"
+    );
+    // The newline after it is taken (and ignored), and close has nothing to report.
+    assert!(std::io::Write::write(&mut file, b"\n").is_ok());
     let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
     // SAFETY: closing the descriptor we own.
-    let closed = unsafe { libc::close(fd) };
-    assert_eq!(closed, -1, "close reports the bad request");
-    assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::EINVAL)
-    );
+    assert_eq!(unsafe { libc::close(fd) }, 0);
     let answer = daemon.response(&outbox.join("bad.response"));
     assert_eq!(answer["outcome"], "invalid");
     assert!(answer["denialReason"]
         .as_str()
         .unwrap_or("")
         .contains("\"value\" must be a string"));
+
+    // What can never be a request fails at once, from a shell too.
+    let shell = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo hello > {}/hello.request", outbox.display()))
+        .output()
+        .expect("sh");
+    assert!(!shell.status.success(), "the shell sees its write fail");
+    assert_eq!(
+        daemon.response(&outbox.join("hello.response"))["outcome"],
+        "invalid"
+    );
     let name = std::fs::write(outbox.join("..request"), "{}");
     assert!(name.is_err(), "a bad name is refused");
+}
+
+/// A request that ends before its object does goes in at its last close
+/// (answered "invalid"); a reader of its response that came first, from
+/// another process, waits for that instead of finding no ask.
+#[test]
+fn an_unfinished_request_goes_in_at_its_last_close_and_its_early_reader_waits() {
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    let mut file = std::fs::File::create(outbox.join("half.request")).expect("created");
+    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\", \"value\"").expect("written");
+    let mut reader = Command::new("cat")
+        .arg(outbox.join("half.response"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        reader.try_wait().expect("cat").is_none(),
+        "the reader waits for the request to go in"
+    );
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "nothing went in before the close"
+    );
+    drop(file);
+    let output = reader.wait_with_output().expect("cat ends");
+    assert!(output.status.success(), "the early reader gets the answer");
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(answer["outcome"], "invalid");
+
+    // The waiting reader is a parked read: a signal ends it.
+    let mut file = std::fs::File::create(outbox.join("slow.request")).expect("created");
+    std::io::Write::write_all(&mut file, b"{").expect("written");
+    let mut reader = Command::new("cat")
+        .arg(outbox.join("slow.response"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("cat");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(reader.try_wait().expect("cat").is_none(), "it waits");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(reader.id() as i32, libc::SIGINT) };
+    ends_within(&mut reader, Duration::from_millis(500));
+    drop(file);
+
+    // A whole request written in two pieces goes in at the second.
+    let mut file = std::fs::File::create(outbox.join("two.request")).expect("created");
+    std::io::Write::write_all(&mut file, b"{\"surface\": \"bash\", ").expect("written");
+    std::io::Write::write_all(&mut file, b"\"value\": \"git status\"}").expect("written");
+    let answer = daemon.response(&outbox.join("two.response"));
+    assert_eq!(answer["outcome"], "allow", "answered before its close");
+    drop(file);
 }
 
 #[test]

@@ -4,8 +4,10 @@
 //! answer (or the kernel's interrupt) takes, so no thread waits per asker.
 
 use super::caller::Namespaces;
+use super::drafts::{AwaitingRead, Draft, Drafts, EarlyRead, Raising, ReadAt, Submit, Written};
 use super::nodes::{Folder, Inodes, Node, Owner};
 use super::parking::{Parked, ParkedRead, Woken};
+use crate::facts::request::Request as AskRequest;
 use crate::session::ask::Response;
 use crate::session::control::ControlCommand;
 use crate::session::pi_view::PiViews;
@@ -93,116 +95,9 @@ struct QueryAnswer {
     read_base: Option<u64>,
 }
 
-/// A request being written: a `<rid>.request` file, or an exchange.
-#[derive(Debug)]
-struct Draft {
-    session: String,
-    rid: String,
-    data: Vec<u8>,
-    submitted: bool,
-    /// A write went past the size limit: the request is refused whole.
-    oversized: bool,
-    /// The one-descriptor form: asked at its first complete write (or its
-    /// first read), forgotten at close.
-    exchange: bool,
-    /// Set while an exchange's request, complete at a write, is being
-    /// raised on the writer's thread after the write was answered.
-    raising: Option<Raising>,
-}
-
-/// The requests being written, by handle, and their names: whether a
-/// name is a draft's is asked on every lookup of a new outbox name and
-/// every `ask` open, so it is one hash lookup, not a scan of every open
-/// handle (10,000 parked exchanges are 10,000 drafts).
-#[derive(Debug, Default)]
-struct Drafts {
-    by_handle: HashMap<u64, Draft>,
-    names: std::collections::HashSet<(String, String)>,
-}
-
-impl Drafts {
-    fn insert(&mut self, fh: u64, draft: Draft) {
-        if let Some(old) = self.remove(&fh) {
-            tracing::error!(fh, rid = %old.rid, "a handle number was given twice");
-        }
-        self.names
-            .insert((draft.session.clone(), draft.rid.clone()));
-        self.by_handle.insert(fh, draft);
-    }
-
-    fn remove(&mut self, fh: &u64) -> Option<Draft> {
-        let draft = self.by_handle.remove(fh)?;
-        self.names
-            .remove(&(draft.session.clone(), draft.rid.clone()));
-        Some(draft)
-    }
-
-    fn get(&self, fh: &u64) -> Option<&Draft> {
-        self.by_handle.get(fh)
-    }
-
-    fn get_mut(&mut self, fh: &u64) -> Option<&mut Draft> {
-        self.by_handle.get_mut(fh)
-    }
-
-    fn has_name(&self, session: &str, rid: &str) -> bool {
-        self.names.contains(&(session.to_string(), rid.to_string()))
-    }
-}
-
-/// Who came to an exchange while its ask was still being raised: they are
-/// served when the raise ends (see [`PermFs::raise_written`]).
-#[derive(Default)]
-struct Raising {
-    readers: Vec<EarlyRead>,
-    pollers: Vec<PollNotifier>,
-    /// The descriptor was closed meanwhile: the ask is withdrawn once raised.
-    closed: bool,
-}
-
-impl std::fmt::Debug for Raising {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Raising")
-            .field("readers", &self.readers.len())
-            .field("pollers", &self.pollers.len())
-            .field("closed", &self.closed)
-            .finish()
-    }
-}
-
-/// A read that arrived before its exchange's ask existed.
-struct EarlyRead {
-    /// The FUSE request's id (what its interrupt names).
-    unique: u64,
-    offset: u64,
-    size: u32,
-    reply: ReplyData,
-}
-
 /// Removes what a handle-keyed table holds for `fh`.
 fn take<V>(table: &Mutex<HashMap<u64, V>>, fh: u64) -> Option<V> {
     table.lock().ok().and_then(|mut map| map.remove(&fh))
-}
-
-/// A request written whole: one JSON object, so an exchange may raise it
-/// before its first read (a client writing in pieces is raised at its
-/// read, as before).
-fn is_complete_request(data: &[u8]) -> bool {
-    let text = data.trim_ascii();
-    text.first() == Some(&b'{')
-        && text.last() == Some(&b'}')
-        && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok()
-}
-
-/// What made a draft's request go in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Submit {
-    /// `close(2)` of a request file (a `FLUSH`): not when still empty.
-    Flush,
-    /// The last close of a request file: whatever there is.
-    Release,
-    /// The first read of an exchange.
-    Read,
 }
 
 pub struct PermFs {
@@ -356,18 +251,7 @@ impl PermFs {
                 break rid;
             }
         };
-        drafts.insert(
-            fh,
-            Draft {
-                session: session.to_string(),
-                rid,
-                data: Vec::new(),
-                submitted: false,
-                oversized: false,
-                exchange: true,
-                raising: None,
-            },
-        );
+        drafts.insert(fh, Draft::new(session, &rid, true));
         drop(drafts);
         if let Ok(mut map) = self.nonblocking.lock() {
             map.insert(fh, flags & libc::O_NONBLOCK != 0);
@@ -379,13 +263,10 @@ impl PermFs {
     /// already answered), then serves whoever came meanwhile: readers get
     /// the answer (or why there is none), pollers are woken, and a
     /// descriptor closed meanwhile has its ask withdrawn.
-    fn raise_written(&self, fh: u64, session: &str, rid: &str, request: &[u8]) {
-        let failure = match self.authority.submit(session, rid, request) {
-            Ok(_) | Err(AuthorityError::Invalid(_)) => None,
-            Err(error) => {
-                tracing::warn!(%session, %rid, %error, "request refused");
-                Some(errno(&error))
-            }
+    fn raise_written(&self, fh: u64, session: &str, rid: &str, parsed: Result<AskRequest, String>) {
+        let failure = match self.raise(fh, session, rid, parsed) {
+            Ok(()) | Err(Errno::EINVAL) => None,
+            Err(error) => Some(error),
         };
         let raising = {
             let Ok(mut drafts) = self.drafts.lock() else {
@@ -404,15 +285,7 @@ impl PermFs {
         for early in raising.readers {
             match failure {
                 Some(error) => early.reply.error(error),
-                None => self.read_answer(
-                    early.unique,
-                    fh,
-                    session,
-                    rid,
-                    early.offset,
-                    early.size,
-                    early.reply,
-                ),
+                None => self.read_answer(early.at, session, rid, early.reply),
             }
         }
         for poller in raising.pollers {
@@ -423,31 +296,18 @@ impl PermFs {
     /// A read of an exchange whose ask is still being raised waits for the
     /// raise (or is told `EAGAIN` when non-blocking); otherwise the reply
     /// is handed back.
-    fn wait_for_raise(
-        &self,
-        fh: u64,
-        unique: u64,
-        offset: u64,
-        size: u32,
-        reply: ReplyData,
-    ) -> Option<ReplyData> {
+    fn wait_for_raise(&self, at: ReadAt, reply: ReplyData) -> Option<ReplyData> {
         let Ok(mut drafts) = self.drafts.lock() else {
             reply.error(Errno::EIO);
             return None;
         };
-        let Some(raising) = drafts.get_mut(&fh).and_then(|d| d.raising.as_mut()) else {
+        let Some(raising) = drafts.get_mut(&at.fh).and_then(|d| d.raising.as_mut()) else {
             return Some(reply);
         };
-        let nonblocking = self.is_nonblocking(fh);
-        if nonblocking {
+        if self.is_nonblocking(at.fh) {
             reply.error(Errno::EAGAIN);
         } else {
-            raising.readers.push(EarlyRead {
-                unique,
-                offset,
-                size,
-                reply,
-            });
+            raising.readers.push(EarlyRead { at, reply });
         }
         None
     }
@@ -875,22 +735,20 @@ impl PermFs {
         }
     }
 
-    /// Submits a written request. A request file goes in at `close`, but
-    /// an empty `flush` is left alone (a shell's `>` closes a duplicate
-    /// descriptor before the data arrives) and the last `release` submits
-    /// whatever there is. An exchange goes in at its first read only: one
-    /// closed without being read asked nothing.
+    /// Submits a request that did not go in at a write: a request file's
+    /// at its last close, whatever there is (an empty or unfinished one is
+    /// answered "invalid"); an exchange's at its first read (one closed
+    /// without being read asked nothing).
     fn submit_draft(&self, fh: u64, trigger: Submit) -> Result<(), Errno> {
         let (session, rid, data, oversized) = {
             let mut drafts = self.drafts.lock().map_err(|_| Errno::EIO)?;
             let Some(draft) = drafts.get_mut(&fh) else {
                 return Ok(());
             };
-            let now = match (draft.exchange, trigger) {
-                (true, Submit::Read) | (false, Submit::Release) => true,
-                (false, Submit::Flush) => !draft.data.is_empty() || draft.oversized,
-                (true, _) | (false, Submit::Read) => false,
-            };
+            let now = matches!(
+                (draft.exchange, trigger),
+                (true, Submit::Read) | (false, Submit::Release)
+            );
             if draft.submitted || !now {
                 return Ok(());
             }
@@ -902,18 +760,29 @@ impl PermFs {
                 draft.oversized,
             )
         };
-        let submitted = if oversized {
+        if oversized {
             let limit = crate::session::authority::MAX_REQUEST_BYTES;
-            self.authority
-                .submit_refused(
-                    &session,
-                    &rid,
-                    format!("request is over the {limit}-byte limit"),
-                )
-                .and(Err(AuthorityError::TooLarge))
-        } else {
-            self.authority.submit(&session, &rid, &data)
-        };
+            let reason = format!("request is over the {limit}-byte limit");
+            return self
+                .raise(fh, &session, &rid, Err(reason))
+                .and(Err(Errno::EFBIG));
+        }
+        self.raise(fh, &session, &rid, Authority::read_request(&data))
+    }
+
+    /// Puts the request of the draft on `fh` in `session`'s outbox as
+    /// `rid` (one that could not be read goes in answered "invalid", and
+    /// is `EINVAL` here), then serves the readers of its response that
+    /// came before.
+    fn raise(
+        &self,
+        fh: u64,
+        session: &str,
+        rid: &str,
+        parsed: Result<AskRequest, String>,
+    ) -> Result<(), Errno> {
+        let submitted = self.authority.submit_request(session, rid, parsed);
+        self.serve_awaiting(fh, session, rid);
         match submitted {
             Ok(_) => Ok(()),
             Err(error) => {
@@ -923,23 +792,74 @@ impl PermFs {
         }
     }
 
+    /// The draft on `fh` went in (or was refused): the reads and polls of
+    /// its response that waited for it go on, and later ones find the ask.
+    fn serve_awaiting(&self, fh: u64, session: &str, rid: &str) {
+        let awaiting = self
+            .drafts
+            .lock()
+            .ok()
+            .and_then(|mut drafts| drafts.get_mut(&fh).and_then(|d| d.awaiting.take()));
+        let Some(awaiting) = awaiting else {
+            return;
+        };
+        for reader in awaiting.readers {
+            if let Some(reply) = reader.read.resume() {
+                self.read_answer(reader.at, session, rid, reply);
+            }
+        }
+        for poller in awaiting.pollers {
+            let _ = poller.notify();
+        }
+    }
+
+    /// A read of a response whose request has not gone in yet (its writer
+    /// has not closed it, or the close is on its way): parked until it
+    /// goes in, or told `EAGAIN` when non-blocking. The reply is handed
+    /// back when no draft of that name is waiting to go in.
+    fn await_request(
+        &self,
+        at: ReadAt,
+        session: &str,
+        rid: &str,
+        reply: ReplyData,
+    ) -> Option<ReplyData> {
+        let Ok(mut drafts) = self.drafts.lock() else {
+            return Some(reply);
+        };
+        let Some(awaiting) = drafts.awaiting(session, rid) else {
+            return Some(reply);
+        };
+        if self.is_nonblocking(at.fh) {
+            reply.error(Errno::EAGAIN);
+            return None;
+        }
+        let read = ParkedRead::park(&self.parked, at.unique, reply);
+        awaiting.readers.push(AwaitingRead { at, read });
+        None
+    }
+
     /// Reads the answer to `session`'s ask `rid` from `offset` (relative
     /// to the answer), waiting for it unless the handle is non-blocking.
     /// The answer is kept for the handle, so it can be read to the end
     /// even after the ask is forgotten.
-    #[allow(clippy::too_many_arguments)]
-    fn read_answer(
-        &self,
-        unique: u64,
-        fh: u64,
-        session: &str,
-        rid: &str,
-        offset: u64,
-        size: u32,
-        reply: ReplyData,
-    ) {
+    fn read_answer(&self, at: ReadAt, session: &str, rid: &str, reply: ReplyData) {
+        let ReadAt {
+            unique,
+            fh,
+            offset,
+            size,
+        } = at;
         let Some(ask) = self.authority.ask_for(session, rid) else {
-            return reply.error(Errno::ENOENT);
+            let Some(reply) = self.await_request(at, session, rid, reply) else {
+                return;
+            };
+            // Nothing to wait for: the request went in since the first
+            // look (read it), or there is no ask of that name.
+            return match self.authority.ask_for(session, rid) {
+                Some(_) => self.read_answer(at, session, rid, reply),
+                None => reply.error(Errno::ENOENT),
+            };
         };
         let nonblocking = self.is_nonblocking(fh);
         if let Some(response) = self.authority.read_response(&ask) {
@@ -1281,9 +1201,9 @@ impl Filesystem for PermFs {
                 map.insert(fh, flags.0 & libc::O_NONBLOCK != 0);
             }
         }
-        // Other contents are never cached (direct I/O). Only a request draft has
-        // anything to do at close; other files skip the FLUSH round trip.
-        let flags = if matches!(node, Node::Request(..) | Node::PiRequest(..)) {
+        // Other contents are never cached (direct I/O). Only a pi request
+        // has anything to do at close; other files skip the FLUSH round trip.
+        let flags = if matches!(node, Node::PiRequest(..)) {
             FopenFlags::FOPEN_DIRECT_IO
         } else {
             FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH
@@ -1339,18 +1259,7 @@ impl Filesystem for PermFs {
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut drafts) = self.drafts.lock() {
-            drafts.insert(
-                fh,
-                Draft {
-                    session: session.clone(),
-                    rid: rid.to_string(),
-                    data: Vec::new(),
-                    submitted: false,
-                    oversized: false,
-                    exchange,
-                    raising: None,
-                },
-            );
+            drafts.insert(fh, Draft::new(&session, rid, exchange));
         }
         if exchange {
             if let Ok(mut map) = self.nonblocking.lock() {
@@ -1362,13 +1271,10 @@ impl Filesystem for PermFs {
         } else {
             Node::Request(session, rid.to_string())
         };
-        // An exchange does nothing at `close` but forget its ask, which
-        // `release` does: no FLUSH round trip for it.
-        let open_flags = if exchange {
-            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH
-        } else {
-            FopenFlags::FOPEN_DIRECT_IO
-        };
+        // Neither form has work at `close`: a request goes in at the write
+        // that completes it (or at the last close, `release`), and an
+        // exchange is forgotten at `release`. No FLUSH round trip.
+        let open_flags = FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH;
         reply.created(
             &ttl(&node),
             &self.entry_attr(&node),
@@ -1457,13 +1363,25 @@ impl Filesystem for PermFs {
                 Ok(()) | Err(Errno::EINVAL) | Err(Errno::EFBIG) => {}
                 Err(e) => return reply.error(e),
             }
-            let Some(reply) = self.wait_for_raise(fh.0, unique, relative, size, reply) else {
+            let at = ReadAt {
+                unique,
+                fh: fh.0,
+                offset: relative,
+                size,
+            };
+            let Some(reply) = self.wait_for_raise(at, reply) else {
                 return;
             };
-            return self.read_answer(unique, fh.0, session, rid, relative, size, reply);
+            return self.read_answer(at, session, rid, reply);
         }
         if let Node::Response(session, rid) = &node {
-            return self.read_answer(unique, fh.0, session, rid, offset, size, reply);
+            let at = ReadAt {
+                unique,
+                fh: fh.0,
+                offset,
+                size,
+            };
+            return self.read_answer(at, session, rid, reply);
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),
@@ -1514,7 +1432,30 @@ impl Filesystem for PermFs {
                             draft.data.resize(end, 0);
                         }
                         draft.data[offset as usize..end].copy_from_slice(data);
-                        if draft.exchange && is_complete_request(&draft.data) {
+                        let written = Written::of(&draft.data);
+                        if !draft.exchange && written != Written::Incomplete {
+                            // A request file goes in at the write that
+                            // completes it, or that makes it something
+                            // that never will be: this write reports a bad
+                            // request, and `close` has nothing to do. It
+                            // is raised before the write is answered, so
+                            // once the writer's `write` (or `echo`)
+                            // returns, the ask is in the outbox and every
+                            // inbox it reaches.
+                            draft.submitted = true;
+                            let (session, rid, request) = (
+                                draft.session.clone(),
+                                draft.rid.clone(),
+                                std::mem::take(&mut draft.data),
+                            );
+                            drop(drafts);
+                            let parsed = Authority::read_request(&request);
+                            return match self.raise(fh.0, &session, &rid, parsed) {
+                                Ok(()) => reply.written(data.len() as u32),
+                                Err(error) => reply.error(error),
+                            };
+                        }
+                        if draft.exchange && written == Written::Complete {
                             // Answer the write, then raise: the asker's
                             // way to its read overlaps the judging.
                             draft.submitted = true;
@@ -1527,10 +1468,13 @@ impl Filesystem for PermFs {
                             drop(drafts);
                             reply.written(data.len() as u32);
                             let (session, rid, request) = written;
-                            return self.raise_written(fh.0, &session, &rid, &request);
+                            let parsed = Authority::read_request(&request);
+                            return self.raise_written(fh.0, &session, &rid, parsed);
                         }
                         Ok(())
                     }
+                    // The newline a client writes after its request.
+                    Some(_) if data.trim_ascii().is_empty() => Ok(()),
                     _ => Err(AuthorityError::Exists(
                         "the request was already submitted".into(),
                     )),
@@ -1586,10 +1530,9 @@ impl Filesystem for PermFs {
                 _ => reply.ok(),
             };
         }
-        match self.submit_draft(fh.0, Submit::Flush) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        // Request files and exchanges are opened without FLUSH (they go
+        // in at a write or the last close); nothing else has work here.
+        reply.ok()
     }
 
     fn release(
@@ -1930,8 +1873,21 @@ impl Filesystem for PermFs {
             Node::Exchange(..) => return reply.poll(PollEvents::POLLOUT),
             _ => return reply.poll(PollEvents::POLLIN | PollEvents::POLLOUT),
         };
-        let Some(ask) = self.authority.ask_for(&session, &rid) else {
-            return reply.error(Errno::ENOENT);
+        let ask = match self.authority.ask_for(&session, &rid) {
+            Some(ask) => ask,
+            None => {
+                // Its request has not gone in: ready when it does.
+                if let Ok(mut drafts) = self.drafts.lock() {
+                    if let Some(awaiting) = drafts.awaiting(&session, &rid) {
+                        awaiting.pollers.push(notifier);
+                        return reply.poll(PollEvents::empty());
+                    }
+                }
+                match self.authority.ask_for(&session, &rid) {
+                    Some(ask) => ask,
+                    None => return reply.error(Errno::ENOENT),
+                }
+            }
         };
         let waiter = Box::new(move |_: Arc<Response>| {
             let _ = notifier.notify();

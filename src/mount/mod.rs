@@ -1,6 +1,7 @@
 //! The FUSE daemon: mounts [`fs::PermFs`] and runs until SIGINT/SIGTERM.
 
 pub mod caller;
+mod drafts;
 pub mod fs;
 pub mod fusermount;
 pub mod nodes;

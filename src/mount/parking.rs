@@ -131,6 +131,12 @@ impl ParkedRead {
         }
     }
 
+    /// Takes the read back, to be answered elsewhere (`None` when it was
+    /// interrupted meanwhile).
+    pub fn resume(&self) -> Option<ReplyData> {
+        self.take()
+    }
+
     pub fn fail(&self, error: Errno) {
         if let Some(reply) = self.take() {
             reply.error(error);

@@ -626,17 +626,23 @@ impl Authority {
     /// request that cannot be understood still gets a response (outcome
     /// `invalid`, with the reason) and the error is returned to the writer.
     pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
-        let parsed = if text.len() > MAX_REQUEST_BYTES {
-            Err(format!(
+        self.raise(session, rid, Self::read_request(text))
+    }
+
+    /// A request file's bytes as a request, or why they are not one (what
+    /// its "invalid" answer says). [`Self::submit`] reads them so; a
+    /// caller that must know before raising reads them first and raises
+    /// with [`Self::submit_request`].
+    pub fn read_request(text: &[u8]) -> Result<Request, String> {
+        if text.len() > MAX_REQUEST_BYTES {
+            return Err(format!(
                 "request is {} bytes; the limit is {MAX_REQUEST_BYTES}",
                 text.len()
-            ))
-        } else {
-            std::str::from_utf8(text)
-                .map_err(|_| "request is not UTF-8 text".to_string())
-                .and_then(|t| Request::parse(t).map_err(|e| e.0))
-        };
-        self.raise(session, rid, parsed)
+            ));
+        }
+        std::str::from_utf8(text)
+            .map_err(|_| "request is not UTF-8 text".to_string())
+            .and_then(|t| Request::parse(t).map_err(|e| e.0))
     }
 
     /// Raises an ask read by another reader than [`Self::submit`]'s (a
