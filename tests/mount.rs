@@ -685,6 +685,23 @@ fn bad_input_is_refused_and_changes_nothing() {
             .contains("limit"),
         "the response says why: {refused}"
     );
+    // Once over the limit, a request stays refused: a whole request
+    // written afterwards at a lower offset does not go in instead.
+    let file = std::fs::File::create(outbox.join("bigger.request")).expect("created");
+    let too_big = format!(r#"{{"surface":"bash","value":"{}"#, "x".repeat(70 * 1024));
+    assert_eq!(
+        errno_of(std::os::unix::fs::FileExt::write_all_at(
+            &file,
+            too_big.as_bytes(),
+            0
+        )),
+        Some(libc::EFBIG)
+    );
+    let small = br#"{"surface":"bash","value":"git status"}"#;
+    assert!(std::os::unix::fs::FileExt::write_all_at(&file, small, 0).is_ok());
+    drop(file);
+    let refused = daemon.response(&outbox.join("bigger.response"));
+    assert_eq!(refused["outcome"], "invalid", "still refused: {refused}");
     // Bad names: control characters, too long.
     assert_eq!(
         errno_of(std::fs::write(outbox.join("a\u{1}b.request"), "{}")),
@@ -726,8 +743,8 @@ fn bad_input_is_refused_and_changes_nothing() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        names.iter().all(|n| n.starts_with("big.")),
-        "only the refused big request is recorded: {names:?}"
+        names.iter().all(|n| n.starts_with("big.") || n.starts_with("bigger.")),
+        "only the refused big requests are recorded: {names:?}"
     );
     assert_eq!(
         std::fs::read_dir(session.join("children"))

@@ -1432,7 +1432,12 @@ impl Filesystem for PermFs {
                             draft.data.resize(end, 0);
                         }
                         draft.data[offset as usize..end].copy_from_slice(data);
-                        let written = Written::of(&draft.data);
+                        // One already over the limit goes in at its
+                        // last close, refused for its size.
+                        let written = match draft.oversized {
+                            true => Written::Incomplete,
+                            false => Written::of(&draft.data),
+                        };
                         if !draft.exchange && written != Written::Incomplete {
                             // A request file goes in at the write that
                             // completes it, or that makes it something
