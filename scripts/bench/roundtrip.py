@@ -75,6 +75,11 @@ def count_fuse_requests(body: bytes) -> dict:
             ops = {
                 "baseline dirfd": lambda i: b.read_all_close(os.open("README", os.O_RDONLY, dir_fd=root_fd)),
                 "round trip dirfd": lambda i: (b.submit(outbox_fd, f"c{i}", body), b.response(outbox_fd, f"c{i}")),
+                "round trip with rm": lambda i: (
+                    b.submit(outbox_fd, f"m{i}", body),
+                    b.response(outbox_fd, f"m{i}"),
+                    os.unlink(f"m{i}.request", dir_fd=outbox_fd),
+                ),
                 "baseline paths": lambda i: b.read_all_close(os.open(m.mnt / "README", os.O_RDONLY)),
                 "round trip paths": lambda i: (
                     b.read_all_close(os.open(outbox / f"p{i}.request", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), body),
