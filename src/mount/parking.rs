@@ -181,7 +181,7 @@ pub type Woken = Arc<Mutex<std::collections::HashSet<u64>>>;
 
 /// A big release goes on once no more than this many woken readers are
 /// still on their way out...
-const PACE_IN_FLIGHT: usize = 16;
+const PACE_IN_FLIGHT: usize = 4;
 /// ...or after this long, whichever comes first (a reader may keep its
 /// handle open: it must not hold the release up).
 const PACE_AT_MOST: Duration = Duration::from_millis(5);

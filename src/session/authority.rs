@@ -201,11 +201,12 @@ fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
 
 /// How many answers a release writes and delivers at a time. Each chunk's
 /// readers come back with their next requests (the read to the end, the
-/// close) into the one FUSE queue every other ask waits in; 16 rather than
-/// 64 cut the probes an unrelated ask took over 20 ms during a release of
-/// 10,000 from about 4 to about 1 a round, for a last reader about 10 %
-/// later (BENCHMARKS.md section 16).
-const RELEASE_CHUNK: usize = 16;
+/// close) into the one FUSE queue every other ask waits in, and need the
+/// same two cores: during a release of 10,000, chunks of 64 let an
+/// unrelated ask wait over 20 ms about 4 times a round, chunks of 4 about
+/// once in 9 rounds, and the release took as long (BENCHMARKS.md section
+/// 16).
+const RELEASE_CHUNK: usize = 4;
 
 /// The audit log refused a batch of answers: they were denied instead.
 #[derive(Debug, Clone)]
