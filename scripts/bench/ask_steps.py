@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a two-file ask's time goes, one system call at a time.
 
-    scripts/bench/ask_steps.py [--iterations 3000] [--warmup 300]
+    scripts/bench/ask_steps.py [--iterations 3000] [--warmup 300] [--profile]
 
 Alternates, on one mount and through held directory fds, a static read of
 `README` (open, read, read to EOF, close) and a two-file ask with the
@@ -38,6 +38,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=3000)
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--profile", action="store_true", help="perf record the daemon during the timed loop")
     args = parser.parse_args()
     body = b.request_bytes("git status")
     clock = time.perf_counter_ns
@@ -85,11 +86,12 @@ def main() -> int:
             ask(f"w{i}")
         static_ns: list[list[int]] = [[] for _ in STATIC]
         ask_ns: list[list[int]] = [[] for _ in ASK]
-        for i in range(args.iterations):
-            for column, value in zip(static_ns, static()):
-                column.append(value)
-            for column, value in zip(ask_ns, ask(f"s{i}")):
-                column.append(value)
+        with b.perf_record(m.pid, "ask_steps", args.profile):
+            for i in range(args.iterations):
+                for column, value in zip(static_ns, static()):
+                    column.append(value)
+                for column, value in zip(ask_ns, ask(f"s{i}")):
+                    column.append(value)
         os.close(root_fd)
         os.close(outbox_fd)
 
