@@ -743,7 +743,9 @@ fn bad_input_is_refused_and_changes_nothing() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        names.iter().all(|n| n.starts_with("big.") || n.starts_with("bigger.")),
+        names
+            .iter()
+            .all(|n| n.starts_with("big.") || n.starts_with("bigger.")),
         "only the refused big requests are recorded: {names:?}"
     );
     assert_eq!(
