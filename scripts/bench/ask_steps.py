@@ -12,7 +12,6 @@ ratio of the two sums: roundtrip.py's `withrm` figure taken apart, so a
 change to one request shows where it lands.
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -35,17 +34,13 @@ ASK = (
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=3000)
-    parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--profile", action="store_true", help="perf record the daemon during the timed loop")
-    args = parser.parse_args()
+    args = b.round_trip_args(__doc__, 3000)
     body = b.request_bytes("git status")
     clock = time.perf_counter_ns
     print(f"machine: {b.machine()}")
     with b.Mount() as m:
-        root_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
-        outbox_fd = os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY)
+        root_fd = b.dir_fd(m.mnt)
+        outbox_fd = b.dir_fd(m.main / "outbox")
 
         def static() -> list[int]:
             t0 = clock()

@@ -245,6 +245,22 @@ def machine() -> str:
     )
 
 
+def round_trip_args(doc: str, iterations: int):
+    """The options of the round-trip benchmarks: --iterations, --warmup, --profile."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=iterations)
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--profile", action="store_true", help="perf record the daemon during the timed loop")
+    return parser.parse_args()
+
+
+def dir_fd(path) -> int:
+    """A directory descriptor to open names against (one LOOKUP each, no walk)."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
 def summary(name: str, text: str) -> None:
     """One line all.sh collects for its summary table."""
     print(f"summary: {name}: {text}", flush=True)

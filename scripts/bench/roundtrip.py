@@ -26,7 +26,6 @@ The same Python loop on tmpfs bounds the interpreter's own overhead.
 Goal: round trip median <= 2.5x the baseline median.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -112,18 +111,14 @@ def count_fuse_requests(body: bytes) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--warmup", type=int, default=300)
-    parser.add_argument("--profile", action="store_true", help="perf record the daemon during the timed loop")
-    args = parser.parse_args()
+    args = b.round_trip_args(__doc__, 5000)
     body = b.request_bytes("git status")
     now = b.now_ns
     print(f"machine: {b.machine()}")
 
     with b.Mount() as m:
-        root_fd = os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY)
-        outbox_fd = os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY)
+        root_fd = b.dir_fd(m.mnt)
+        outbox_fd = b.dir_fd(m.main / "outbox")
         session_fd = os.open(m.main, os.O_RDONLY | os.O_DIRECTORY)
         readme_path = str(m.mnt / "README")
         outbox_path = str(m.main / "outbox")
