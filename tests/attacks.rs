@@ -224,6 +224,45 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
     assert_eq!(outbox.len(), 2, "only p.request and p.response: {outbox:?}");
 }
 
+/// A response whose request is still being written is one a reader may
+/// wait for: a stranger must be refused at once, not parked on it.
+#[test]
+fn another_uid_cannot_wait_for_a_request_being_written() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    let outbox = daemon.session("main").join("outbox");
+    let mut half = std::fs::File::create(outbox.join("h.request")).expect("created");
+    std::io::Write::write_all(&mut half, b"{\"surface\": \"bash\"").expect("written");
+    let o = outbox.display();
+    let started = std::time::Instant::now();
+    let output = as_uid(
+        STRANGER,
+        &attempts(&[
+            ("wait", format!("timeout 5 cat {o}/h.response")),
+            ("stat", format!("stat {o}/h.response")),
+            ("write", format!("echo '}}' >> {o}/h.request")),
+        ]),
+    );
+    let outcomes = outcomes(&output);
+    for label in ["wait", "stat", "write"] {
+        assert_refused(&outcomes, label, DENIED);
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "refused at once, not after waiting: {:?}",
+        started.elapsed()
+    );
+    // The owner's draft is untouched: finished, it is an ask like any other.
+    std::io::Write::write_all(&mut half, b", \"value\": \"git status\"}").expect("finished");
+    drop(half);
+    assert_eq!(
+        daemon.response(&outbox.join("h.response"))["outcome"],
+        "allow"
+    );
+}
+
 #[test]
 fn an_asker_uid_asks_but_cannot_raise_a_child_or_decide() {
     if !is_root() {
