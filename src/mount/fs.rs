@@ -804,7 +804,7 @@ impl PermFs {
             return;
         };
         for reader in awaiting.readers {
-            if let Some(reply) = reader.read.resume() {
+            if let Some(reply) = reader.read.take() {
                 self.read_answer(reader.at, session, rid, reply);
             }
         }
@@ -1192,8 +1192,11 @@ impl Filesystem for PermFs {
                 // cache. The kernel knows its size (from the lookup, or a
                 // `GETATTR` if the lookup came before the decision), so a
                 // read to the end costs one `READ`, not two.
-                if let Ok(mut served) = self.served.lock() {
-                    served.insert(fh, response);
+                let kept = self
+                    .served
+                    .lock()
+                    .map(|mut served| served.insert(fh, response));
+                if kept.is_ok() {
                     return reply.opened(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH);
                 }
             }
@@ -1434,9 +1437,10 @@ impl Filesystem for PermFs {
                         draft.data[offset as usize..end].copy_from_slice(data);
                         // One already over the limit goes in at its
                         // last close, refused for its size.
-                        let written = match draft.oversized {
-                            true => Written::Incomplete,
-                            false => Written::of(&draft.data),
+                        let written = if draft.oversized {
+                            Written::Incomplete
+                        } else {
+                            Written::of(&draft.data)
                         };
                         if !draft.exchange && written != Written::Incomplete {
                             // A request file goes in at the write that

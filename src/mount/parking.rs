@@ -112,7 +112,9 @@ impl ParkedRead {
         }
     }
 
-    fn take(&self) -> Option<ReplyData> {
+    /// Takes the read back, to be answered elsewhere (`None` when it was
+    /// answered or interrupted meanwhile).
+    pub fn take(&self) -> Option<ReplyData> {
         if let Ok(mut parked) = self.registry.lock() {
             parked.readers.remove(&self.unique);
         }
@@ -129,12 +131,6 @@ impl ParkedRead {
             }
             None => false,
         }
-    }
-
-    /// Takes the read back, to be answered elsewhere (`None` when it was
-    /// interrupted meanwhile).
-    pub fn resume(&self) -> Option<ReplyData> {
-        self.take()
     }
 
     pub fn fail(&self, error: Errno) {

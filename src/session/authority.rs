@@ -1200,57 +1200,55 @@ impl Authority {
                 .cloned()
                 .collect()
         };
-        // A release in chunks commits each on its own, so the trim after a
-        // big release is asked for once, for all of them.
         let mut released = 0;
-        let trim_after = |released: usize| {
-            if released > 0 {
-                super::retention::after_release(&self.state, released);
+        let left_for_later = 'chunks: {
+            for (index, chunk) in pending.chunks(RELEASE_CHUNK).enumerate() {
+                if index == chunks {
+                    break 'chunks true;
+                }
+                if index > 0 {
+                    if let Some(pace) = self.release_pacer.get() {
+                        pace();
+                    }
+                }
+                let mut state = lock(&self.state);
+                for ask_id in chunk {
+                    let Some(ask) = state.asks.get(ask_id) else {
+                        continue;
+                    };
+                    if !is_here(&ask.pending_at) {
+                        continue;
+                    }
+                    let Some(node) = state.tree.get(session) else {
+                        break 'chunks false;
+                    };
+                    let agents = agents_for(&state.tree, &ask.origin);
+                    let covered = self
+                        .judge_at(node, &agents, ask)
+                        .map(|j| (j.state, decided_by_for(&j)))
+                        .ok();
+                    if let Some((PermissionState::Allow, by)) = covered {
+                        finish(
+                            &mut state,
+                            ask_id,
+                            Outcome::Allow,
+                            by,
+                            None,
+                            Some(session.to_string()),
+                        );
+                        released += 1;
+                    }
+                }
             }
+            false
         };
-        for (index, chunk) in pending.chunks(RELEASE_CHUNK).enumerate() {
-            if index == chunks {
-                trim_after(released);
-                return true;
-            }
-            if index > 0 {
-                if let Some(pace) = self.release_pacer.get() {
-                    pace();
-                }
-            }
-            let mut state = lock(&self.state);
-            for ask_id in chunk {
-                let Some(ask) = state.asks.get(ask_id) else {
-                    continue;
-                };
-                if !is_here(&ask.pending_at) {
-                    continue;
-                }
-                let Some(node) = state.tree.get(session) else {
-                    drop(state);
-                    trim_after(released);
-                    return false;
-                };
-                let agents = agents_for(&state.tree, &ask.origin);
-                let covered = self
-                    .judge_at(node, &agents, ask)
-                    .map(|j| (j.state, decided_by_for(&j)))
-                    .ok();
-                if let Some((PermissionState::Allow, by)) = covered {
-                    finish(
-                        &mut state,
-                        ask_id,
-                        Outcome::Allow,
-                        by,
-                        None,
-                        Some(session.to_string()),
-                    );
-                    released += 1;
-                }
-            }
+        // A release in chunks commits each on its own (the chunk's guard,
+        // dropped above), so the trim after a big release is asked for
+        // once, for all of them.
+        if released > 0 {
+            super::retention::after_release(&self.state, released);
         }
-        trim_after(released);
-        false
+        left_for_later
     }
 
     /// Ends asks past their deadline (`timeout`). Returns how many.
