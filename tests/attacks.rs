@@ -624,3 +624,80 @@ fn a_sandbox_cannot_read_pending_nor_widen_a_grant() {
 fn outcomes_of(output: &Output) -> Vec<(String, String)> {
     outcomes(output)
 }
+
+/// An agent that names paths inside the mount itself cannot make the
+/// daemon wait on its own mount: directly, through a symlink it planted,
+/// as its project's config (linked to an undecided response, or a FIFO),
+/// or as a child's cwd. With one FUSE thread, a single lookup of its own
+/// mount from a handler would hang every ask for good; with the default
+/// four, a burst of such asks did.
+#[test]
+fn paths_into_the_mount_itself_never_hang_the_daemon() {
+    let work = tempfile::tempdir().expect("work dir");
+    let work_dir = std::fs::canonicalize(work.path()).expect("canonical");
+    let config =
+        r#"{"permission": {"*": "ask", "read": "allow", "bash": {"*": "ask", "cat *": "allow"}}}"#;
+    let daemon = Daemon::start_with_args(config, Some(&work_dir), &["--threads", "1"]);
+    let mnt = daemon.mountpoint.clone();
+    let main = daemon.session("main");
+
+    // An ask that stays undecided: its response parks whoever reads it.
+    let hold = daemon.ask("main", "hold", r#"{"surface":"bash","value":"make"}"#);
+    // The traps, planted where the daemon looks on its own.
+    std::os::unix::fs::symlink(&main, work_dir.join("into")).expect("link");
+    std::fs::create_dir_all(work_dir.join(".permfs")).expect("dir");
+    std::os::unix::fs::symlink(&hold, work_dir.join(".permfs/config.json")).expect("link");
+    let fifo_dir = work_dir.join(".pi/extensions/pi-permission-system");
+    std::fs::create_dir_all(&fifo_dir).expect("dir");
+    let fifo = std::ffi::CString::new(fifo_dir.join("config.json").to_string_lossy().as_bytes())
+        .expect("c path");
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // Project layers are re-read within 250 ms of a change.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+
+    let (done, finished) = std::sync::mpsc::channel();
+    let (trap_mnt, trap_main, trap_work) = (mnt.clone(), main.clone(), work_dir.clone());
+    std::thread::spawn(move || {
+        let outbox = trap_main.join("outbox");
+        let requests = [
+            format!(
+                r#"{{"tool":"read","input":{{"path":"{}"}}}}"#,
+                trap_main.join("session.json").display()
+            ),
+            format!(
+                r#"{{"tool":"read","input":{{"path":"{}"}}}}"#,
+                trap_main.join("outbox/hold.response").display()
+            ),
+            format!(
+                r#"{{"tool":"bash","input":{{"command":"cat {}/README {}/into/session.json"}}}}"#,
+                trap_mnt.display(),
+                trap_work.display()
+            ),
+        ];
+        for (n, request) in requests.iter().enumerate() {
+            std::fs::write(outbox.join(format!("trap{n}.request")), request)
+                .expect("request written");
+        }
+        let spawn = std::fs::write(
+            trap_main.join("ctl"),
+            format!("spawn c cwd={}", trap_main.display()),
+        );
+        let _ = done.send(spawn.map_err(|e| e.to_string()));
+    });
+    let spawn = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the daemon answered every request about its own mount");
+    assert!(spawn.is_err(), "a child cannot work inside the mount");
+
+    // Every ask went in and was walked; the mount still serves everyone.
+    let outbox = common::listing_of(&main.join("outbox"));
+    for n in 0..3 {
+        assert!(outbox.contains(&format!("trap{n}.response")), "{outbox:?}");
+    }
+    assert!(std::fs::read_to_string(mnt.join("README")).is_ok());
+    assert!(
+        std::fs::metadata(&hold).is_ok(),
+        "the held ask is still there, undecided"
+    );
+}

@@ -185,11 +185,10 @@ pub struct CwdCache {
 }
 
 fn directory_id(path: &str) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path)
+    super::fence::metadata(std::path::Path::new(path))
         .ok()
-        .filter(std::fs::Metadata::is_dir)
-        .map(|meta| (meta.dev(), meta.ino()))
+        .filter(super::fence::Stat::is_dir)
+        .map(|stat| (stat.dev, stat.ino))
 }
 
 impl CwdCache {

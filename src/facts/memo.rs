@@ -239,8 +239,8 @@ pub fn entry(path: &str) -> Entry {
     remembered(
         path,
         |v| &mut v.entries,
-        || match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.file_type().is_symlink() => Entry::Symlink,
+        || match super::fence::symlink_metadata(std::path::Path::new(path)) {
+            Ok(stat) if stat.kind == super::fence::Kind::Symlink => Entry::Symlink,
             Ok(_) => Entry::Other,
             Err(_) => Entry::Missing,
         },

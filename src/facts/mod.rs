@@ -3,6 +3,7 @@
 
 pub mod access_path;
 pub mod bash;
+pub mod fence;
 pub mod forwarded;
 pub mod intent;
 pub mod memo;

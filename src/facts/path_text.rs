@@ -179,7 +179,7 @@ fn canonicalize_afresh(absolute: &str) -> String {
         // One `lstat` tells a missing path without `realpath`'s readlink of
         // every component: most paths an agent asks about to write do not
         // exist yet, and each missing level used to cost a full walk.
-        if std::fs::symlink_metadata(&existing).is_err_and(|e| missing(&e)) {
+        if super::fence::symlink_metadata(&existing).is_err_and(|e| missing(&e)) {
             match (existing.file_name(), existing.parent()) {
                 (Some(name), Some(parent)) => {
                     tail.push(name.to_os_string());
@@ -189,7 +189,9 @@ fn canonicalize_afresh(absolute: &str) -> String {
                 _ => return absolute.to_string(),
             }
         }
-        match std::fs::canonicalize(&existing) {
+        // Never through permfs's own mount (a path into it keeps its
+        // lexical form, as any other path that cannot be resolved).
+        match super::fence::canonicalize(&existing) {
             Ok(real) => {
                 let mut out = real;
                 for part in tail.iter().rev() {

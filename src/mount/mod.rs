@@ -370,6 +370,20 @@ enum Mounted {
     Helper(fuser::BackgroundSession),
 }
 
+/// Fences the new mount off from the daemon's own path lookups (facts,
+/// config layers, cwds; see `facts::fence`), before any request is
+/// served: a handler that looked inside its own mount would wait for a
+/// request only another handler could answer, and enough of them at once
+/// hang the authority.
+fn fence_off(mountpoint: &Path) -> std::io::Result<()> {
+    let device = crate::facts::fence::fence_mount(mountpoint)?;
+    tracing::debug!(
+        device,
+        "the mount is fenced off from the daemon's own lookups"
+    );
+    Ok(())
+}
+
 impl Mounted {
     /// Whether the FUSE session has stopped serving (the kernel ended it).
     fn ended(&self) -> bool {
@@ -385,7 +399,9 @@ impl Mounted {
         owner: u32,
     ) -> std::io::Result<Self> {
         if owner == 0 {
-            return fuser::spawn_mount(filesystem, mountpoint, &config).map(Self::Direct);
+            let session = fuser::Session::new(filesystem, mountpoint, &config)?;
+            fence_off(mountpoint)?;
+            return session.spawn().map(Self::Direct);
         }
         let mut options = vec!["fsname=permfs", "subtype=permfs"];
         if config.acl == SessionACL::All {
@@ -393,9 +409,9 @@ impl Mounted {
         }
         let fd = fusermount::mount(mountpoint, &options.join(","))?;
         let acl = config.acl;
-        fuser::Session::from_fd(filesystem, fd, acl, config)?
-            .spawn()
-            .map(Self::Helper)
+        let session = fuser::Session::from_fd(filesystem, fd, acl, config)?;
+        fence_off(mountpoint)?;
+        session.spawn().map(Self::Helper)
     }
 
     /// Unmounts and waits for the session to end; returns the exit code.

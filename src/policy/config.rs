@@ -103,14 +103,17 @@ impl ConfigFile {
             file: path.display().to_string(),
             message,
         };
-        let raw = std::fs::read(path).map_err(|e| error(format!("cannot read: {e}")))?;
+        // Project layers sit where agents work: read without entering
+        // permfs's own mount or waiting on a FIFO (see `facts::fence`).
+        let raw =
+            crate::facts::fence::read(path).map_err(|e| error(format!("cannot read: {e}")))?;
         Self::parse(&raw).map_err(error)
     }
 
     /// Like [`ConfigFile::load`], but a file that does not exist is an
     /// empty layer (the reference treats a missing layer as `{}`).
     pub fn load_optional(path: &Path) -> Result<Option<Self>, ConfigError> {
-        match std::fs::metadata(path) {
+        match crate::facts::fence::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             _ => Self::load(path).map(Some),
         }

@@ -22,11 +22,15 @@ pub struct AgentRules {
 /// `Ok(None)` when the file does not exist; `Err` when it exists but is
 /// unusable (the caller floors the policy).
 pub fn load_agent_file(path: &Path) -> Result<Option<AgentRules>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+    // Agent files sit in a session's project: read without entering
+    // permfs's own mount or waiting on a FIFO (see `facts::fence`).
+    let bytes = match crate::facts::fence::read(path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: cannot read: {e}", path.display())),
     };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{}: cannot read: not UTF-8 text", path.display()))?;
     parse_agent_markdown(&text)
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))

@@ -263,9 +263,9 @@ type CachedPolicy = (Vec<FileStamp>, Instant, Arc<Policy>);
 const RECHECK_LAYERS_AFTER: Duration = Duration::from_millis(250);
 
 fn stamp(path: &Path) -> FileStamp {
-    let meta = std::fs::metadata(path)
+    let meta = crate::facts::fence::metadata(path)
         .ok()
-        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()));
+        .map(|stat| (stat.modified, stat.len));
     (path.to_path_buf(), meta)
 }
 
@@ -357,7 +357,7 @@ impl PolicyLoader {
             // The canonical spelling too, when a symlink leads there.
             if let Some(real) = path
                 .parent()
-                .and_then(|p| std::fs::canonicalize(p).ok())
+                .and_then(|p| crate::facts::fence::canonicalize(p).ok())
                 .zip(path.file_name())
                 .map(|(dir, name)| dir.join(name))
             {

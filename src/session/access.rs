@@ -160,9 +160,11 @@ fn canonical_dir(cwd: &str) -> Result<PathBuf, String> {
     if !cwd.starts_with('/') {
         return Err(format!("cwd {cwd:?} must be absolute"));
     }
-    let canonical =
-        std::fs::canonicalize(cwd).map_err(|e| format!("cwd {cwd:?} cannot be resolved: {e}"))?;
-    if !canonical.is_dir() {
+    // Never resolved through permfs's own mount: a cwd there is refused
+    // (see `facts::fence`).
+    let canonical = crate::facts::fence::canonicalize(Path::new(cwd))
+        .map_err(|e| format!("cwd {cwd:?} cannot be resolved: {e}"))?;
+    if !crate::facts::fence::metadata(&canonical).is_ok_and(|stat| stat.is_dir()) {
         return Err(format!("cwd {cwd:?} is not a directory"));
     }
     Ok(canonical)
@@ -171,7 +173,8 @@ fn canonical_dir(cwd: &str) -> Result<PathBuf, String> {
 /// The spawner's cwd, symlinks resolved; as written when it cannot be
 /// resolved (then only a child at exactly that path passes).
 fn canonical_parent_cwd(spawner: &Session) -> PathBuf {
-    std::fs::canonicalize(&spawner.cwd).unwrap_or_else(|_| PathBuf::from(&spawner.cwd))
+    crate::facts::fence::canonicalize(Path::new(&spawner.cwd))
+        .unwrap_or_else(|_| PathBuf::from(&spawner.cwd))
 }
 
 /// `path` is `base` or below it (component-wise: `/a/bc` is not in `/a/b`).

@@ -30,17 +30,22 @@ impl Daemon {
     /// Starts `permfs mount` with `config` as the global config, in `cwd`
     /// (the root session's cwd; a fresh temp dir when `None`).
     pub fn start(config: &str, cwd: Option<&Path>) -> Self {
-        Self::start_full(config, cwd, "main", None)
+        Self::start_full(config, cwd, "main", None, &[])
+    }
+
+    /// Starts `permfs mount` with more options (`--threads 1`, …).
+    pub fn start_with_args(config: &str, cwd: Option<&Path>, args: &[&str]) -> Self {
+        Self::start_full(config, cwd, "main", None, args)
     }
 
     /// Starts a daemon whose config declares its own root session `root`.
     pub fn start_with_root(config: &str, root: &str) -> Self {
-        Self::start_full(config, None, root, None)
+        Self::start_full(config, None, root, None, &[])
     }
 
     /// Starts a daemon that keeps its state (the audit log) in `state_dir`.
     pub fn start_with_state_dir(config: &str, state_dir: &Path) -> Self {
-        Self::start_full(config, None, "main", Some(state_dir))
+        Self::start_full(config, None, "main", Some(state_dir), &[])
     }
 
     /// The daemon's process id.
@@ -48,7 +53,13 @@ impl Daemon {
         self.child.as_ref().map(Child::id).unwrap_or(0)
     }
 
-    fn start_full(config: &str, cwd: Option<&Path>, root: &str, state: Option<&Path>) -> Self {
+    fn start_full(
+        config: &str,
+        cwd: Option<&Path>,
+        root: &str,
+        state: Option<&Path>,
+        args: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let state_dir = state
             .map(Path::to_path_buf)
@@ -66,6 +77,7 @@ impl Daemon {
             .arg(&config_path)
             .arg("--state-dir")
             .arg(&state_dir)
+            .args(args)
             .current_dir(cwd.unwrap_or(&work))
             .env("PERMFS_LOG", "warn,fuser=error")
             .stdin(Stdio::null())

@@ -1,0 +1,446 @@
+//! Path lookups that never enter permfs's own mount.
+//!
+//! The daemon looks at the filesystem on an agent's behalf from inside its
+//! FUSE handlers: the symlinks and canonical form of every path an ask
+//! names, the config layers of a session's cwd, the cwd a spawn asks for.
+//! A path that leads into permfs's own mount (directly, or through a
+//! symlink an agent planted) would make that handler send a FUSE request
+//! to its own daemon and wait for another handler thread to answer it. A
+//! few such asks at once took every thread and hung the authority for
+//! everyone; a config file linked to an undecided `*.response` parked a
+//! thread for good.
+//!
+//! So those lookups walk one component at a time on `O_PATH` descriptors:
+//! a name is only ever looked up in a directory known to be outside every
+//! fenced filesystem, a component that turns out to be one (the mount's
+//! root, or a bind mount of part of it) ends the walk with a [`Fenced`]
+//! error, and its attributes are read with `AT_STATX_DONT_SYNC`, which a
+//! FUSE filesystem answers from the kernel's cache. Symlinks are read and
+//! followed by the walk itself, so none leads into the fence unseen, and
+//! there is no window between a check and the use of what was checked.
+//! A file is read only once it is known to be a regular one: opening a
+//! FIFO would block the handler until some writer came.
+//!
+//! The mount registers its device with [`fence_device`]; until something
+//! is fenced the walk behaves as `realpath(3)` and `lstat(2)` do.
+
+use std::collections::VecDeque;
+use std::ffi::{CString, OsStr, OsString};
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::RwLock;
+use std::time::{Duration, SystemTime};
+
+/// Symlinks followed in one walk before it gives up (`ELOOP`), as the
+/// kernel's own limit.
+const MAX_LINKS: usize = 40;
+
+/// Devices (as `st_dev`) whose filesystems the daemon never looks inside.
+static FENCED: RwLock<Vec<u64>> = RwLock::new(Vec::new());
+
+/// Fences off the filesystem whose device is `dev`, for this process.
+pub fn fence_device(dev: u64) {
+    let mut fenced = FENCED.write().unwrap_or_else(|p| p.into_inner());
+    if !fenced.contains(&dev) {
+        fenced.push(dev);
+    }
+}
+
+/// Fences off the filesystem mounted at `mountpoint` (read from the
+/// kernel's cache: no request reaches a FUSE daemon); its device.
+pub fn fence_mount(mountpoint: &Path) -> std::io::Result<u64> {
+    let path = CString::new(mountpoint.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let stat = statx(libc::AT_FDCWD, &path, 0)?;
+    fence_device(stat.dev);
+    Ok(stat.dev)
+}
+
+/// The error of a walk that reached a fenced filesystem.
+#[derive(Debug)]
+pub struct Fenced {
+    pub path: PathBuf,
+}
+
+impl std::fmt::Display for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is inside permfs's own mount, which permfs does not look into",
+            self.path.display()
+        )
+    }
+}
+
+impl std::error::Error for Fenced {}
+
+/// Whether `error` is a walk's [`Fenced`].
+pub fn is_fenced(error: &std::io::Error) -> bool {
+    error.get_ref().is_some_and(|inner| inner.is::<Fenced>())
+}
+
+/// What kind of file a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Directory,
+    Symlink,
+    Regular,
+    Other,
+}
+
+/// The attributes the daemon uses of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub kind: Kind,
+    /// `st_dev`, encoded as `std::os::unix::fs::MetadataExt::dev` does.
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub modified: SystemTime,
+}
+
+impl Stat {
+    pub fn is_dir(&self) -> bool {
+        self.kind == Kind::Directory
+    }
+}
+
+/// `realpath(3)` of `path`, or an error: missing components, a loop, or
+/// [`Fenced`]. A relative path is taken from the daemon's cwd.
+pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
+    walk(path, true, &fenced()).map(|found| found.path)
+}
+
+/// `stat(2)` of `path` (symlinks followed).
+pub fn metadata(path: &Path) -> std::io::Result<Stat> {
+    walk(path, true, &fenced()).map(|found| found.stat)
+}
+
+/// `lstat(2)` of `path` (a last component that is a symlink is described
+/// itself; symlinks before it are followed).
+pub fn symlink_metadata(path: &Path) -> std::io::Result<Stat> {
+    walk(path, false, &fenced()).map(|found| found.stat)
+}
+
+/// The contents of the regular file at `path`; anything else (a FIFO, a
+/// device, a directory) is refused before it is opened.
+pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_fenced(path, &fenced())
+}
+
+fn read_fenced(path: &Path, fenced: &[u64]) -> std::io::Result<Vec<u8>> {
+    let found = walk(path, true, fenced)?;
+    if found.stat.kind != Kind::Regular {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", found.path.display()),
+        ));
+    }
+    // Reopened through its descriptor: exactly the file that was checked,
+    // whatever has been renamed since.
+    let reopen = format!("/proc/self/fd/{}", found.fd.as_fd().as_raw_fd());
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(reopen)?;
+    let mut data = Vec::with_capacity(found.stat.len.min(1 << 20) as usize);
+    file.read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// What a walk ended at: a descriptor of it (`O_PATH`), its canonical
+/// path, and its attributes.
+struct Found {
+    fd: Dir,
+    path: PathBuf,
+    stat: Stat,
+}
+
+/// A directory (or, at the end of a walk, any file) held by descriptor.
+enum Dir {
+    /// `/`, opened per walk.
+    Root(OwnedFd),
+    Entry(OwnedFd),
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Dir::Root(fd) | Dir::Entry(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// The devices fenced now.
+fn fenced() -> Vec<u64> {
+    FENCED.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found> {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    let is_fenced = |stat: &Stat| fenced.contains(&stat.dev);
+    let fence_error = |path: PathBuf| std::io::Error::other(Fenced { path });
+
+    let root = || -> std::io::Result<(Dir, Stat)> {
+        let fd = open_path(None, OsStr::new("/"))?;
+        let stat = statx_fd(fd.as_fd())?;
+        Ok((Dir::Root(fd), stat))
+    };
+    let (mut current, mut stat) = root()?;
+    if is_fenced(&stat) {
+        return Err(fence_error(PathBuf::from("/")));
+    }
+    let mut resolved = PathBuf::from("/");
+    // The directories above `current`, for `..`.
+    let mut above: Vec<(Dir, Stat)> = Vec::new();
+    let mut pending: VecDeque<OsString> = components(&absolute);
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            if let Some((parent, parent_stat)) = above.pop() {
+                current = parent;
+                stat = parent_stat;
+                resolved.pop();
+            }
+            continue;
+        }
+        // `current` is a directory outside the fence: looking `name` up in
+        // it sends no request to permfs.
+        let fd = open_path(Some(current.as_fd()), &name)?;
+        let found = statx_fd(fd.as_fd())?;
+        if is_fenced(&found) {
+            return Err(fence_error(resolved.join(&name)));
+        }
+        let last = pending.is_empty();
+        if found.kind == Kind::Symlink && (follow_last || !last) {
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+            }
+            let target = read_link(fd.as_fd())?;
+            if target.is_absolute() {
+                (current, stat) = root()?;
+                above.clear();
+                resolved = PathBuf::from("/");
+            }
+            for part in components(&target).into_iter().rev() {
+                pending.push_front(part);
+            }
+            continue;
+        }
+        above.push((std::mem::replace(&mut current, Dir::Entry(fd)), stat));
+        stat = found;
+        resolved.push(&name);
+    }
+    Ok(Found {
+        fd: current,
+        path: resolved,
+        stat,
+    })
+}
+
+/// The names a path is made of, `..` kept (resolved against what the walk
+/// found, as `realpath` does), `.` and repeated slashes dropped.
+fn components(path: &Path) -> VecDeque<OsString> {
+    path.components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
+}
+
+/// `openat(dir, name, O_PATH | O_NOFOLLOW)`: a descriptor that names the
+/// file without opening it (no FUSE `OPEN`, no FIFO wait).
+fn open_path(dir: Option<BorrowedFd<'_>>, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let name = CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let dirfd = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
+    // SAFETY: `name` is a valid C string; the descriptor returned is new
+    // and owned by nothing else.
+    let fd = unsafe {
+        libc::openat(
+            dirfd,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by `openat` and is not owned elsewhere.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The target of the symlink `fd` (opened `O_PATH | O_NOFOLLOW`).
+fn read_link(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: the buffer is writable for its whole length; the empty path
+    // makes `readlinkat` read the link `fd` refers to.
+    let length = unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    if length < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buffer.truncate(length as usize);
+    Ok(PathBuf::from(OsString::from_vec(buffer)))
+}
+
+fn statx_fd(fd: BorrowedFd<'_>) -> std::io::Result<Stat> {
+    statx(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
+}
+
+/// `statx` from the kernel's cache where it has one (a FUSE filesystem
+/// is not asked), never following a last symlink.
+fn statx(dirfd: i32, path: &std::ffi::CStr, flags: i32) -> std::io::Result<Stat> {
+    let mut buffer = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `path` is a valid C string and `buffer` is large enough for
+    // the `statx` the kernel writes.
+    let result = unsafe {
+        libc::statx(
+            dirfd,
+            path.as_ptr(),
+            flags | libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE | libc::STATX_MTIME,
+            buffer.as_mut_ptr(),
+        )
+    };
+    if result < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `statx` succeeded, so it filled the buffer.
+    let raw = unsafe { buffer.assume_init() };
+    let kind = match u32::from(raw.stx_mode) & libc::S_IFMT {
+        libc::S_IFDIR => Kind::Directory,
+        libc::S_IFLNK => Kind::Symlink,
+        libc::S_IFREG => Kind::Regular,
+        _ => Kind::Other,
+    };
+    let modified = if raw.stx_mtime.tv_sec >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::new(raw.stx_mtime.tv_sec as u64, raw.stx_mtime.tv_nsec)
+    } else {
+        SystemTime::UNIX_EPOCH
+    };
+    Ok(Stat {
+        kind,
+        dev: libc::makedev(raw.stx_dev_major, raw.stx_dev_minor),
+        ino: raw.stx_ino,
+        len: raw.stx_size,
+        modified,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("a/b")).expect("dirs");
+        std::fs::write(root.join("a/b/file"), b"hello").expect("file");
+        std::os::unix::fs::symlink("b", root.join("a/rel")).expect("link");
+        std::os::unix::fs::symlink(root.join("a"), root.join("abs")).expect("link");
+        std::os::unix::fs::symlink("loop", root.join("loop")).expect("link");
+        std::os::unix::fs::symlink("missing/x", root.join("dangling")).expect("link");
+        (dir, root)
+    }
+
+    #[test]
+    fn it_resolves_as_realpath_does() {
+        let (_dir, root) = tree();
+        for path in [
+            "a/b/file",
+            "a/rel/file",
+            "abs/rel/file",
+            "abs/rel/../b/./file",
+            "a/rel/..",
+            "abs/../a//b",
+        ] {
+            let path = root.join(path);
+            assert_eq!(
+                canonicalize(&path).ok(),
+                std::fs::canonicalize(&path).ok(),
+                "{}",
+                path.display()
+            );
+        }
+        for missing in ["a/nothing", "dangling", "a/b/file/below", "loop"] {
+            let path = root.join(missing);
+            let ours = canonicalize(&path).expect_err("fails").raw_os_error();
+            let theirs = std::fs::canonicalize(&path)
+                .expect_err("fails")
+                .raw_os_error();
+            assert_eq!(ours, theirs, "{missing}");
+        }
+    }
+
+    #[test]
+    fn stat_and_lstat_describe_what_std_does() {
+        let (_dir, root) = tree();
+        let link = root.join("a/rel");
+        assert_eq!(symlink_metadata(&link).expect("lstat").kind, Kind::Symlink);
+        let followed = metadata(&link).expect("stat");
+        let std_meta = std::fs::metadata(&link).expect("std stat");
+        assert!(followed.is_dir());
+        assert_eq!(
+            (followed.dev, followed.ino),
+            (std_meta.dev(), std_meta.ino())
+        );
+        let file = metadata(&root.join("abs/b/file")).expect("stat");
+        assert_eq!((file.kind, file.len), (Kind::Regular, 5));
+        assert_eq!(read(&root.join("abs/rel/file")).expect("read"), b"hello");
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_being_opened() {
+        let (_dir, root) = tree();
+        let fifo = root.join("a/fifo");
+        let path = CString::new(fifo.as_os_str().as_bytes()).expect("c path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        // `std::fs::read` would wait here for a writer that never comes.
+        let error = read(&fifo).expect_err("refused");
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(metadata(&fifo).expect("stat").kind, Kind::Other);
+    }
+
+    #[test]
+    fn a_fenced_device_is_never_entered_nor_reached_through_a_symlink() {
+        // /proc stands in for the mount: another filesystem, fenced for
+        // these walks only.
+        let fence = [std::fs::metadata("/proc").expect("proc").dev()];
+        let canonicalize = |path: &Path| walk(path, true, &fence).map(|found| found.path);
+        let (_dir, root) = tree();
+        std::os::unix::fs::symlink("/proc/self", root.join("into")).expect("link");
+        for path in [
+            PathBuf::from("/proc/self/status"),
+            PathBuf::from("/proc"),
+            root.join("into"),
+            root.join("into/status"),
+        ] {
+            let error = canonicalize(&path).expect_err("fenced");
+            assert!(is_fenced(&error), "{}: {error}", path.display());
+            assert!(is_fenced(&read_fenced(&path, &fence).expect_err("fenced")));
+        }
+        // The link itself is outside: describing it does not enter.
+        let lstat = walk(&root.join("into"), false, &fence).expect("lstat");
+        assert_eq!(lstat.stat.kind, Kind::Symlink);
+        assert!(canonicalize(&root.join("a/b")).is_ok());
+    }
+}
