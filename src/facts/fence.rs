@@ -106,33 +106,89 @@ impl Stat {
     pub fn is_dir(&self) -> bool {
         self.kind == Kind::Directory
     }
+
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let file_type = meta.file_type();
+        let kind = if file_type.is_dir() {
+            Kind::Directory
+        } else if file_type.is_symlink() {
+            Kind::Symlink
+        } else if file_type.is_file() {
+            Kind::Regular
+        } else {
+            Kind::Other
+        };
+        Self {
+            kind,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        }
+    }
 }
 
 /// `realpath(3)` of `path`, or an error: missing components, a loop, or
 /// [`Fenced`]. A relative path is taken from the daemon's cwd.
 pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
-    walk(path, true, &fenced()).map(|found| found.path)
+    let fenced = fenced();
+    if fenced.is_empty() {
+        return std::fs::canonicalize(path);
+    }
+    walk(path, true, &fenced)
+        .map(|found| found.path)
+        .map_err(Stop::into_error)
+}
+
+/// The canonical form of a path that may not exist: the longest prefix
+/// (as written) that resolves, resolved, then the rest as written; a path
+/// whose missing part holds `..` stays as written. `Err` for anything but
+/// a missing component (a loop, no permission, [`Fenced`]).
+pub fn canonicalize_lenient(path: &Path) -> std::io::Result<PathBuf> {
+    let fenced = fenced();
+    if fenced.is_empty() {
+        return lenient_by_std(path);
+    }
+    match walk(path, true, &fenced) {
+        Ok(found) => Ok(found.path),
+        Err(Stop::Missing { lenient, .. }) => Ok(lenient),
+        Err(Stop::Failed(error)) => Err(error),
+    }
 }
 
 /// `stat(2)` of `path` (symlinks followed).
 pub fn metadata(path: &Path) -> std::io::Result<Stat> {
-    walk(path, true, &fenced()).map(|found| found.stat)
+    let fenced = fenced();
+    if fenced.is_empty() {
+        return std::fs::metadata(path).map(|meta| Stat::of(&meta));
+    }
+    walk(path, true, &fenced)
+        .map(|found| found.stat)
+        .map_err(Stop::into_error)
 }
 
 /// `lstat(2)` of `path` (a last component that is a symlink is described
 /// itself; symlinks before it are followed).
 pub fn symlink_metadata(path: &Path) -> std::io::Result<Stat> {
-    walk(path, false, &fenced()).map(|found| found.stat)
+    let fenced = fenced();
+    if fenced.is_empty() {
+        return std::fs::symlink_metadata(path).map(|meta| Stat::of(&meta));
+    }
+    walk(path, false, &fenced)
+        .map(|found| found.stat)
+        .map_err(Stop::into_error)
 }
 
 /// The contents of the regular file at `path`; anything else (a FIFO, a
-/// device, a directory) is refused before it is opened.
+/// device, a directory) is refused before it is opened. Always walked,
+/// fence or not: the FIFO check is for every caller.
 pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
     read_fenced(path, &fenced())
 }
 
 fn read_fenced(path: &Path, fenced: &[u64]) -> std::io::Result<Vec<u8>> {
-    let found = walk(path, true, fenced)?;
+    let found = walk(path, true, fenced).map_err(Stop::into_error)?;
     if found.stat.kind != Kind::Regular {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -151,6 +207,39 @@ fn read_fenced(path: &Path, fenced: &[u64]) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// [`canonicalize_lenient`] with the standard library's calls, when
+/// nothing is fenced (`permfs resolve`, tests): one `lstat` tells a missing
+/// path without `realpath`'s readlink of every component.
+fn lenient_by_std(path: &Path) -> std::io::Result<PathBuf> {
+    let missing = |e: &std::io::Error| {
+        e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+    };
+    let mut existing = path.to_path_buf();
+    let mut tail: Vec<OsString> = Vec::new();
+    loop {
+        let absent = std::fs::symlink_metadata(&existing).is_err_and(|e| missing(&e));
+        if !absent {
+            match std::fs::canonicalize(&existing) {
+                Ok(mut real) => {
+                    for part in tail.iter().rev() {
+                        real.push(part);
+                    }
+                    return Ok(real);
+                }
+                Err(e) if missing(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                tail.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => return Ok(path.to_path_buf()),
+        }
+    }
+}
+
 /// What a walk ended at: a descriptor of it (`O_PATH`), its canonical
 /// path, and its attributes.
 struct Found {
@@ -159,18 +248,59 @@ struct Found {
     stat: Stat,
 }
 
+/// Why a walk stopped short.
+enum Stop {
+    /// A component does not exist, or a non-directory has one below it:
+    /// the error, and the lenient form of the path.
+    Missing {
+        error: std::io::Error,
+        lenient: PathBuf,
+    },
+    Failed(std::io::Error),
+}
+
+impl Stop {
+    fn into_error(self) -> std::io::Error {
+        match self {
+            Stop::Missing { error, .. } | Stop::Failed(error) => error,
+        }
+    }
+}
+
+impl From<std::io::Error> for Stop {
+    fn from(error: std::io::Error) -> Self {
+        Stop::Failed(error)
+    }
+}
+
 /// A directory (or, at the end of a walk, any file) held by descriptor.
 enum Dir {
-    /// `/`, opened per walk.
-    Root(OwnedFd),
+    /// `/`, opened once per process.
+    Root(BorrowedFd<'static>),
     Entry(OwnedFd),
 }
 
 impl AsFd for Dir {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            Dir::Root(fd) | Dir::Entry(fd) => fd.as_fd(),
+            Dir::Root(fd) => *fd,
+            Dir::Entry(fd) => fd.as_fd(),
         }
+    }
+}
+
+/// `/` and its attributes, opened once: every walk starts there.
+static ROOT: std::sync::OnceLock<Option<(OwnedFd, Stat)>> = std::sync::OnceLock::new();
+
+fn root() -> std::io::Result<(Dir, Stat)> {
+    let opened = ROOT.get_or_init(|| {
+        let fd = open_path(None, OsStr::new("/")).ok()?;
+        let stat = statx_fd(fd.as_fd()).ok()?;
+        Some((fd, stat))
+    });
+    match opened {
+        Some((fd, stat)) => Ok((Dir::Root(fd.as_fd()), *stat)),
+        None => Err(std::io::Error::other("cannot open /")),
     }
 }
 
@@ -179,20 +309,15 @@ fn fenced() -> Vec<u64> {
     FENCED.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found> {
+fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
         std::env::current_dir()?.join(path)
     };
     let is_fenced = |stat: &Stat| fenced.contains(&stat.dev);
-    let fence_error = |path: PathBuf| std::io::Error::other(Fenced { path });
+    let fence_error = |path: PathBuf| Stop::Failed(std::io::Error::other(Fenced { path }));
 
-    let root = || -> std::io::Result<(Dir, Stat)> {
-        let fd = open_path(None, OsStr::new("/"))?;
-        let stat = statx_fd(fd.as_fd())?;
-        Ok((Dir::Root(fd), stat))
-    };
     let (mut current, mut stat) = root()?;
     if is_fenced(&stat) {
         return Err(fence_error(PathBuf::from("/")));
@@ -200,9 +325,21 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found
     let mut resolved = PathBuf::from("/");
     // The directories above `current`, for `..`.
     let mut above: Vec<(Dir, Stat)> = Vec::new();
-    let mut pending: VecDeque<OsString> = components(&absolute);
+    // The path's own components, and where the walk is among them: a
+    // missing component leaves the path resolved up to the one (as
+    // written) whose walk it broke, plus the rest as written.
+    let written: Vec<OsString> = components(&absolute).into();
+    let mut pending: VecDeque<(OsString, Option<usize>)> = written
+        .iter()
+        .enumerate()
+        .map(|(index, name)| (name.clone(), Some(index)))
+        .collect();
+    let mut checkpoint = (resolved.clone(), 0);
     let mut links = 0;
-    while let Some(name) = pending.pop_front() {
+    while let Some((name, index)) = pending.pop_front() {
+        if let Some(index) = index {
+            checkpoint = (resolved.clone(), index);
+        }
         if name == ".." {
             if let Some((parent, parent_stat)) = above.pop() {
                 current = parent;
@@ -213,7 +350,20 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found
         }
         // `current` is a directory outside the fence: looking `name` up in
         // it sends no request to permfs.
-        let fd = open_path(Some(current.as_fd()), &name)?;
+        let fd = match open_path(Some(current.as_fd()), &name) {
+            Ok(fd) => fd,
+            Err(error) if is_missing(&error) => {
+                let (mut lenient, from) = checkpoint;
+                let rest = &written[from..];
+                if rest.iter().any(|part| part == "..") {
+                    lenient = absolute.clone();
+                } else {
+                    lenient.extend(rest);
+                }
+                return Err(Stop::Missing { error, lenient });
+            }
+            Err(error) => return Err(Stop::Failed(error)),
+        };
         let found = statx_fd(fd.as_fd())?;
         if is_fenced(&found) {
             return Err(fence_error(resolved.join(&name)));
@@ -222,7 +372,7 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found
         if found.kind == Kind::Symlink && (follow_last || !last) {
             links += 1;
             if links > MAX_LINKS {
-                return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+                return Err(Stop::Failed(std::io::Error::from_raw_os_error(libc::ELOOP)));
             }
             let target = read_link(fd.as_fd())?;
             if target.is_absolute() {
@@ -231,7 +381,7 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found
                 resolved = PathBuf::from("/");
             }
             for part in components(&target).into_iter().rev() {
-                pending.push_front(part);
+                pending.push_front((part, None));
             }
             continue;
         }
@@ -244,6 +394,11 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> std::io::Result<Found
         path: resolved,
         stat,
     })
+}
+
+/// A component that does not exist, or a non-directory with one below.
+fn is_missing(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::NotFound || error.raw_os_error() == Some(libc::ENOTDIR)
 }
 
 /// The names a path is made of, `..` kept (resolved against what the walk
@@ -361,6 +516,22 @@ mod tests {
         (dir, root)
     }
 
+    /// The walk with nothing fenced (what the mount's own walk does
+    /// apart from its fence).
+    fn walked(path: &Path) -> std::io::Result<PathBuf> {
+        walk(path, true, &[])
+            .map(|found| found.path)
+            .map_err(Stop::into_error)
+    }
+
+    fn walked_leniently(path: &Path) -> std::io::Result<PathBuf> {
+        match walk(path, true, &[]) {
+            Ok(found) => Ok(found.path),
+            Err(Stop::Missing { lenient, .. }) => Ok(lenient),
+            Err(Stop::Failed(error)) => Err(error),
+        }
+    }
+
     #[test]
     fn it_resolves_as_realpath_does() {
         let (_dir, root) = tree();
@@ -374,7 +545,7 @@ mod tests {
         ] {
             let path = root.join(path);
             assert_eq!(
-                canonicalize(&path).ok(),
+                walked(&path).ok(),
                 std::fs::canonicalize(&path).ok(),
                 "{}",
                 path.display()
@@ -382,7 +553,7 @@ mod tests {
         }
         for missing in ["a/nothing", "dangling", "a/b/file/below", "loop"] {
             let path = root.join(missing);
-            let ours = canonicalize(&path).expect_err("fails").raw_os_error();
+            let ours = walked(&path).expect_err("fails").raw_os_error();
             let theirs = std::fs::canonicalize(&path)
                 .expect_err("fails")
                 .raw_os_error();
@@ -391,18 +562,58 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_tail_is_kept_as_the_standard_library_way_keeps_it() {
+        let (_dir, root) = tree();
+        for path in [
+            "a/b/file",
+            "abs/rel/new/deeper",
+            "a/nothing",
+            "a/nothing/../b",
+            "dangling/more",
+            "abs/dangling",
+            "a/b/file/below",
+            "abs/rel/file/below/x",
+        ] {
+            let path = root.join(path);
+            let walked = walked_leniently(&path).expect("lenient");
+            assert_eq!(
+                Some(walked),
+                lenient_by_std(&path).ok(),
+                "{}",
+                path.display()
+            );
+        }
+        let looped = root.join("loop/x");
+        assert_eq!(
+            walked_leniently(&looped)
+                .expect_err("a loop")
+                .raw_os_error(),
+            Some(libc::ELOOP)
+        );
+        assert!(lenient_by_std(&looped).is_err());
+    }
+
+    #[test]
     fn stat_and_lstat_describe_what_std_does() {
         let (_dir, root) = tree();
         let link = root.join("a/rel");
-        assert_eq!(symlink_metadata(&link).expect("lstat").kind, Kind::Symlink);
-        let followed = metadata(&link).expect("stat");
+        let lstat = walk(&link, false, &[])
+            .map_err(Stop::into_error)
+            .expect("lstat");
+        assert_eq!(lstat.stat.kind, Kind::Symlink);
+        let std_lstat = std::fs::symlink_metadata(&link).expect("std lstat");
+        assert_eq!(Stat::of(&std_lstat), lstat.stat);
+        let followed = walk(&link, true, &[])
+            .map_err(Stop::into_error)
+            .expect("stat")
+            .stat;
         let std_meta = std::fs::metadata(&link).expect("std stat");
         assert!(followed.is_dir());
-        assert_eq!(
-            (followed.dev, followed.ino),
-            (std_meta.dev(), std_meta.ino())
-        );
-        let file = metadata(&root.join("abs/b/file")).expect("stat");
+        assert_eq!(Stat::of(&std_meta), followed);
+        let file = walk(&root.join("abs/b/file"), true, &[])
+            .map_err(Stop::into_error)
+            .expect("stat")
+            .stat;
         assert_eq!((file.kind, file.len), (Kind::Regular, 5));
         assert_eq!(read(&root.join("abs/rel/file")).expect("read"), b"hello");
     }
@@ -425,7 +636,11 @@ mod tests {
         // /proc stands in for the mount: another filesystem, fenced for
         // these walks only.
         let fence = [std::fs::metadata("/proc").expect("proc").dev()];
-        let canonicalize = |path: &Path| walk(path, true, &fence).map(|found| found.path);
+        let canonicalize = |path: &Path| {
+            walk(path, true, &fence)
+                .map(|found| found.path)
+                .map_err(Stop::into_error)
+        };
         let (_dir, root) = tree();
         std::os::unix::fs::symlink("/proc/self", root.join("into")).expect("link");
         for path in [
@@ -439,8 +654,13 @@ mod tests {
             assert!(is_fenced(&read_fenced(&path, &fence).expect_err("fenced")));
         }
         // The link itself is outside: describing it does not enter.
-        let lstat = walk(&root.join("into"), false, &fence).expect("lstat");
+        let lstat = walk(&root.join("into"), false, &fence)
+            .map_err(Stop::into_error)
+            .expect("lstat");
         assert_eq!(lstat.stat.kind, Kind::Symlink);
         assert!(canonicalize(&root.join("a/b")).is_ok());
+        // A missing path under the fence is not "missing": it is fenced.
+        let below = walk(Path::new("/proc/nothing/here"), true, &fence);
+        assert!(matches!(below, Err(Stop::Failed(e)) if is_fenced(&e)));
     }
 }

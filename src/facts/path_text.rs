@@ -4,7 +4,7 @@
 //! literal in a path an agent typed. (A deny *pattern* written with
 //! `${HOME}` also matches the expanded home: see `policy::wildcard`.)
 
-use std::path::PathBuf;
+use std::path::Path;
 
 /// The home directory used for `~` / `$HOME` expansion: `$HOME` first (as
 /// Node's `os.homedir()`), then the password database.
@@ -170,48 +170,12 @@ pub fn canonicalize_lenient(absolute: &str) -> String {
 }
 
 fn canonicalize_afresh(absolute: &str) -> String {
-    let mut existing = PathBuf::from(absolute);
-    let mut tail: Vec<std::ffi::OsString> = Vec::new();
-    let missing = |e: &std::io::Error| {
-        e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
-    };
-    loop {
-        // One `lstat` tells a missing path without `realpath`'s readlink of
-        // every component: most paths an agent asks about to write do not
-        // exist yet, and each missing level used to cost a full walk.
-        if super::fence::symlink_metadata(&existing).is_err_and(|e| missing(&e)) {
-            match (existing.file_name(), existing.parent()) {
-                (Some(name), Some(parent)) => {
-                    tail.push(name.to_os_string());
-                    existing = parent.to_path_buf();
-                    continue;
-                }
-                _ => return absolute.to_string(),
-            }
-        }
-        // Never through permfs's own mount (a path into it keeps its
-        // lexical form, as any other path that cannot be resolved).
-        match super::fence::canonicalize(&existing) {
-            Ok(real) => {
-                let mut out = real;
-                for part in tail.iter().rev() {
-                    out.push(part);
-                }
-                return out.to_string_lossy().into_owned();
-            }
-            // Only a missing component means "try the parent"; a loop or a
-            // permission error keeps the lexical path, as the reference does.
-            Err(e) if missing(&e) => {}
-            Err(_) => return absolute.to_string(),
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                tail.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => return absolute.to_string(),
-        }
-    }
+    // Never through permfs's own mount: a path into it keeps its lexical
+    // form, as does any path that cannot be resolved for another reason
+    // than a missing component (a loop, no permission).
+    super::fence::canonicalize_lenient(Path::new(absolute))
+        .map(|canonical| canonical.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| absolute.to_string())
 }
 
 #[cfg(test)]
