@@ -3,6 +3,7 @@
 
     scripts/bench/versus.py --old /path/to/old/permfs [--new target/release/permfs]
                             [--iterations 2000] [--repetitions 3]
+                            [--command 'git status']
 
 Mounts both binaries at once (same config, same machine, same moment) and,
 in every iteration, runs on each mount in rotating order:
@@ -11,7 +12,10 @@ in every iteration, runs on each mount in rotating order:
           open + read + close <rid>.response (a rule allows it)
 and on the new mount also
   exchange  the one-descriptor ask (outbox/<rid>, O_RDWR: write, read, close)
-Names are resolved against held directory fds. Each repetition reports
+The request is the bash line `--command` (rules allow `git *` and `cat *`;
+a line with paths, such as `cat /etc/hosts ./src/x ../y`, times the path
+facts: symlinks and canonical forms). Names are resolved against held
+directory fds. Each repetition reports
 medians; the summary is the median over repetitions of each figure, with
 the machine's busy share before each repetition (a busy machine makes every
 figure noisier, not one side slower: the sides are interleaved).
@@ -25,7 +29,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib as b  # noqa: E402
 
-CONFIG = {"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}
+CONFIG = {"permission": {"*": "ask", "path": {"*": "allow"}, "bash": {"*": "ask", "git *": "allow", "cat *": "allow"}}}
 
 
 def mount_with(binary: str) -> b.Mount:
@@ -33,8 +37,8 @@ def mount_with(binary: str) -> b.Mount:
     return b.Mount(config=CONFIG)
 
 
-def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep: int) -> dict:
-    body = b.request_bytes("git status")
+def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep: int, command: str) -> dict:
+    body = b.request_bytes(command)
     now = b.now_ns
     with mount_with(old_bin) as old, mount_with(new_bin) as new:
         sides = {}
@@ -93,13 +97,14 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--command", default="git status", help="the bash line asked (a rule must allow it)")
     args = parser.parse_args()
     print(f"machine: {b.machine()}")
     print(f"old: {args.old}\nnew: {args.new}")
     reps = []
     for rep in range(args.repetitions):
         busy = b.other_cpu_busy()
-        medians = one_repetition(args.old, args.new, args.iterations, args.warmup, rep)
+        medians = one_repetition(args.old, args.new, args.iterations, args.warmup, rep, args.command)
         reps.append(medians)
         line = ", ".join(f"{k} {b.us(v)}" for k, v in medians.items())
         print(f"repetition {rep + 1}: machine busy {busy:.0f}% before; medians: {line}")

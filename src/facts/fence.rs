@@ -21,8 +21,11 @@
 //! A file is read only once it is known to be a regular one: opening a
 //! FIFO would block the handler until some writer came.
 //!
-//! The mount registers its device with [`fence_device`]; until something
-//! is fenced the walk behaves as `realpath(3)` and `lstat(2)` do.
+//! The mount registers its device with [`fence_mount`] before it serves a
+//! request. Until something is fenced (`permfs resolve`, unit tests) the
+//! standard library's `realpath(3)` and `lstat(2)` are used instead: the
+//! walk gives the same answers (its tests compare them), at about three
+//! system calls per component where `realpath` needs one.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
@@ -304,9 +307,9 @@ fn root() -> std::io::Result<(Dir, Stat)> {
     }
 }
 
-/// The devices fenced now.
-fn fenced() -> Vec<u64> {
-    FENCED.read().unwrap_or_else(|p| p.into_inner()).clone()
+/// The devices fenced now (written once, at mount).
+fn fenced() -> std::sync::RwLockReadGuard<'static, Vec<u64>> {
+    FENCED.read().unwrap_or_else(|p| p.into_inner())
 }
 
 fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
