@@ -48,6 +48,13 @@ fn as_uid(uid: u32, script: &str) -> Output {
 /// Runs `script` as root in a private mount namespace where only
 /// `session` is bound, at `jail`, and the shell starts there.
 fn in_sandbox(daemon: &Daemon, session: &str, script: &str) -> Output {
+    sandbox_command(daemon, session, script)
+        .output()
+        .expect("unshare runs")
+}
+
+/// The command [`in_sandbox`] runs.
+fn sandbox_command(daemon: &Daemon, session: &str, script: &str) -> Command {
     let jail = daemon
         .dir
         .path()
@@ -58,10 +65,9 @@ fn in_sandbox(daemon: &Daemon, session: &str, script: &str) -> Output {
         session = daemon.session(session).display(),
         jail = jail.display()
     );
-    Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "bash", "-c", &script])
-        .output()
-        .expect("unshare runs")
+    let mut command = Command::new("unshare");
+    command.args(["--mount", "--propagation", "private", "bash", "-c", &script]);
+    command
 }
 
 /// Each `label: command` line's outcome: `ok`, or the shell's error text.
@@ -635,8 +641,9 @@ fn outcomes_of(output: &Output) -> Vec<(String, String)> {
 fn paths_into_the_mount_itself_never_hang_the_daemon() {
     let work = tempfile::tempdir().expect("work dir");
     let work_dir = std::fs::canonicalize(work.path()).expect("canonical");
-    let config =
-        r#"{"permission": {"*": "ask", "read": "allow", "bash": {"*": "ask", "cat *": "allow"}}}"#;
+    // Everything but bash is allowed: what is tested is that asks are
+    // answered at all; `make` stays undecided.
+    let config = r#"{"permission": {"*": "allow", "bash": {"*": "ask", "cat *": "allow"}}}"#;
     let daemon = Daemon::start_with_args(config, Some(&work_dir), &["--threads", "1"]);
     let mnt = daemon.mountpoint.clone();
     let main = daemon.session("main");
@@ -700,4 +707,33 @@ fn paths_into_the_mount_itself_never_hang_the_daemon() {
         std::fs::metadata(&hold).is_ok(),
         "the held ask is still there, undecided"
     );
+
+    // A sandboxed child holding only its own session directory names the
+    // mount's real path (which it cannot see): refused the same way.
+    if !is_root() {
+        return;
+    }
+    let request = format!(
+        r#"{{"tool":"read","input":{{"path":"{}"}}}}"#,
+        main.join("session.json").display()
+    );
+    let script = format!(
+        "printf '%s' '{request}' > outbox/sandboxed.request && cat outbox/sandboxed.response"
+    );
+    // Without the traps in its cwd, main's layers allow `read` again.
+    std::fs::remove_file(work_dir.join(".permfs/config.json")).expect("link removed");
+    std::fs::remove_file(fifo_dir.join("config.json")).expect("fifo removed");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    eprintln!("DRYRUN {}", common::dry_run(&main.join("query"), &request));
+    let mut sandboxed = sandbox_command(&daemon, "main", &script);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(sandboxed.output().map(|o| o.stdout));
+    });
+    let stdout = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the sandbox's ask was answered")
+        .expect("unshare runs");
+    let answer: serde_json::Value = serde_json::from_slice(&stdout).expect("a response");
+    assert_eq!(answer["state"], "approved", "{answer}");
 }

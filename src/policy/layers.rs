@@ -249,7 +249,17 @@ struct GlobalNow {
     error: Option<String>,
 }
 
-type FileStamp = (PathBuf, Option<(SystemTime, u64)>);
+type FileStamp = (PathBuf, Stamp);
+
+/// What a layer file looked like: compared to tell an edit. A file that
+/// cannot be looked at (a link into permfs's own mount, no permission) is
+/// told apart from one that is absent, so removing it is an edit too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stamp {
+    Absent,
+    Unreadable(std::io::ErrorKind),
+    Present(SystemTime, u64),
+}
 /// A policy is cached per (cwd, agent).
 type PolicyKey = (String, Option<String>);
 /// A cached policy with the file stamps it was built from.
@@ -263,10 +273,12 @@ type CachedPolicy = (Vec<FileStamp>, Instant, Arc<Policy>);
 const RECHECK_LAYERS_AFTER: Duration = Duration::from_millis(250);
 
 fn stamp(path: &Path) -> FileStamp {
-    let meta = crate::facts::fence::metadata(path)
-        .ok()
-        .map(|stat| (stat.modified, stat.len));
-    (path.to_path_buf(), meta)
+    let stamp = match crate::facts::fence::metadata(path) {
+        Ok(stat) => Stamp::Present(stat.modified, stat.len),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Stamp::Absent,
+        Err(e) => Stamp::Unreadable(e.kind()),
+    };
+    (path.to_path_buf(), stamp)
 }
 
 impl PolicyLoader {
