@@ -214,13 +214,10 @@ fn read_fenced(path: &Path, fenced: &[u64]) -> std::io::Result<Vec<u8>> {
 /// nothing is fenced (`permfs resolve`, tests): one `lstat` tells a missing
 /// path without `realpath`'s readlink of every component.
 fn lenient_by_std(path: &Path) -> std::io::Result<PathBuf> {
-    let missing = |e: &std::io::Error| {
-        e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
-    };
     let mut existing = path.to_path_buf();
     let mut tail: Vec<OsString> = Vec::new();
     loop {
-        let absent = std::fs::symlink_metadata(&existing).is_err_and(|e| missing(&e));
+        let absent = std::fs::symlink_metadata(&existing).is_err_and(|e| is_missing(&e));
         if !absent {
             match std::fs::canonicalize(&existing) {
                 Ok(mut real) => {
@@ -229,7 +226,7 @@ fn lenient_by_std(path: &Path) -> std::io::Result<PathBuf> {
                     }
                     return Ok(real);
                 }
-                Err(e) if missing(&e) => {}
+                Err(e) if is_missing(&e) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -260,6 +260,7 @@ enum Stamp {
     Unreadable(std::io::ErrorKind),
     Present(SystemTime, u64),
 }
+
 /// A policy is cached per (cwd, agent).
 type PolicyKey = (String, Option<String>);
 /// A cached policy with the file stamps it was built from.
