@@ -8,7 +8,9 @@
                                                           # 3: daemon CPU with N parked readers,
                                                           #    EINTR latency of a signalled reader
     scripts/bench/problems.py ls-outbox                   # 5: `ls outbox` time vs entries
-    scripts/bench/problems.py all
+    scripts/bench/problems.py self-lookup [--procs 16]    # 8: asks about paths inside the mount
+                                                          #    itself (a hang before facts::fence)
+    scripts/bench/problems.py all                         # 1-5
 
 Problems 4 (an ask during a big release), 6 (round trip) and 7 (depth) are
 measured by capacity.py, roundtrip.py and depth.py. Each subcommand mounts a
@@ -295,9 +297,58 @@ def ls_outbox(answered_steps, pending_steps):
     b.summary("ls-outbox", "; ".join(f"{n:,} entries {w * 1000:.0f} ms" for _, n, w, _ in rows))
 
 
+# ------------------------------------------------------------ 8: self-lookup
+
+
+def self_lookup(procs, seconds=4.0):
+    """Forked processes ask, in a loop, about paths under the mount itself.
+    Before `facts::fence`, each ask made a FUSE handler look inside its own
+    mount and wait for another handler: all of them soon did, and the
+    daemon hung. A stuck run is freed by aborting the FUSE connection."""
+    import json
+
+    with b.Mount() as m:
+        outbox = m.main / "outbox"
+        # FUSE names a connection by its device (major 0): read it now,
+        # while the mount still answers.
+        connection = os.minor(os.stat(m.mnt).st_dev)
+        pids = []
+        for p in range(procs):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    end = time.time() + seconds
+                    i = 0
+                    while time.time() < end:
+                        path = m.mnt / "sessions" / "main" / "children" / f"c{p}" / "d" / "x"
+                        body = json.dumps({"tool": "read", "input": {"path": str(path)}}).encode()
+                        name = outbox / f"s{p}-{i}.request"
+                        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                        os.write(fd, body)
+                        os.close(fd)
+                        os.unlink(name)
+                        i += 1
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        time.sleep(seconds + 4)
+        stuck = [pid for pid in pids if os.waitpid(pid, os.WNOHANG) == (0, 0)]
+        print(f"self-lookup: {procs} processes asking about paths under the mount for {seconds:.0f} s: "
+              f"{procs - len(stuck)} finished, {len(stuck)} stuck", flush=True)
+        if stuck:
+            print("summary: self-lookup: HUNG (the daemon waits on its own mount)", flush=True)
+            with open(f"/sys/fs/fuse/connections/{connection}/abort", "w") as abort:
+                abort.write("1")
+        else:
+            print("summary: self-lookup: every asker finished", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["memory-rm", "memory-keep", "memory-deep", "watcher", "ls-outbox", "all"])
+    parser.add_argument("what", choices=["memory-rm", "memory-keep", "memory-deep", "watcher", "ls-outbox", "self-lookup", "all"])
+    parser.add_argument("--procs", type=int, default=16)
     parser.add_argument("--asks", type=int, default=None)
     parser.add_argument("--parked", default="1000,10000")
     parser.add_argument("--samples", type=int, default=10)
@@ -314,6 +365,8 @@ def main():
         watcher([int(x) for x in args.parked.split(",") if x], args.samples)
     if what in ("ls-outbox", "all"):
         ls_outbox([5000, 10000, 20000, 40000], [20000, 40000])
+    if what == "self-lookup":
+        self_lookup(args.procs)
     return 0
 
 
