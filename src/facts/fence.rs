@@ -30,8 +30,8 @@
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::RwLock;
@@ -414,45 +414,25 @@ fn components(path: &Path) -> VecDeque<OsString> {
 }
 
 /// `openat(dir, name, O_PATH | O_NOFOLLOW)`: a descriptor that names the
-/// file without opening it (no FUSE `OPEN`, no FIFO wait).
+/// file without opening it (no FUSE `OPEN`, no FIFO wait). `dir` is `None`
+/// for the daemon's cwd.
 fn open_path(dir: Option<BorrowedFd<'_>>, name: &OsStr) -> std::io::Result<OwnedFd> {
-    let name = CString::new(name.as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    let dirfd = dir.map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
-    // SAFETY: `name` is a valid C string; the descriptor returned is new
-    // and owned by nothing else.
-    let fd = unsafe {
-        libc::openat(
-            dirfd,
-            name.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
+    use nix::fcntl::{openat, OFlag, AT_FDCWD};
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mode = nix::sys::stat::Mode::empty();
+    match dir {
+        Some(dir) => openat(dir, name, flags, mode),
+        None => openat(AT_FDCWD, name, flags, mode),
     }
-    // SAFETY: `fd` was just returned by `openat` and is not owned elsewhere.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    .map_err(std::io::Error::from)
 }
 
-/// The target of the symlink `fd` (opened `O_PATH | O_NOFOLLOW`).
+/// The target of the symlink `fd` (opened `O_PATH | O_NOFOLLOW`: the
+/// empty path reads the link itself).
 fn read_link(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
-    let mut buffer = vec![0u8; libc::PATH_MAX as usize];
-    // SAFETY: the buffer is writable for its whole length; the empty path
-    // makes `readlinkat` read the link `fd` refers to.
-    let length = unsafe {
-        libc::readlinkat(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            buffer.as_mut_ptr().cast(),
-            buffer.len(),
-        )
-    };
-    if length < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    buffer.truncate(length as usize);
-    Ok(PathBuf::from(OsString::from_vec(buffer)))
+    nix::fcntl::readlinkat(fd, "")
+        .map(PathBuf::from)
+        .map_err(std::io::Error::from)
 }
 
 fn statx_fd(fd: BorrowedFd<'_>) -> std::io::Result<Stat> {
