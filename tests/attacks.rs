@@ -708,6 +708,15 @@ fn paths_into_the_mount_itself_never_hang_the_daemon() {
         "the held ask is still there, undecided"
     );
 
+    // A write through a link into the mount is judged at the mount's own
+    // path (the built-in deny on the mount point), not at the link's.
+    let through_link = format!(
+        r#"{{"tool":"write","input":{{"path":"{}"}}}}"#,
+        work_dir.join("into/ctl").display()
+    );
+    let verdict = common::dry_run(&main.join("query"), &through_link);
+    assert_eq!(verdict["verdict"]["state"], "deny", "{verdict}");
+
     // A sandboxed child holding only its own session directory names the
     // mount's real path (which it cannot see): refused the same way.
     if !is_root() {

@@ -146,8 +146,10 @@ pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
 
 /// The canonical form of a path that may not exist: the longest prefix
 /// (as written) that resolves, resolved, then the rest as written; a path
-/// whose missing part holds `..` stays as written. `Err` for anything but
-/// a missing component (a loop, no permission, [`Fenced`]).
+/// whose missing part holds `..` stays as written. A path that leads into
+/// the fence is resolved up to the fenced component (the mount's real
+/// path, whatever symlink led there) and taken lexically below it (the
+/// mount has no symlinks). `Err` for a loop or no permission.
 pub fn canonicalize_lenient(path: &Path) -> std::io::Result<PathBuf> {
     let fenced = fenced();
     if fenced.is_empty() {
@@ -155,7 +157,7 @@ pub fn canonicalize_lenient(path: &Path) -> std::io::Result<PathBuf> {
     }
     match walk(path, true, &fenced) {
         Ok(found) => Ok(found.path),
-        Err(Stop::Missing { lenient, .. }) => Ok(lenient),
+        Err(Stop::Missing { lenient, .. } | Stop::Fenced { lenient, .. }) => Ok(lenient),
         Err(Stop::Failed(error)) => Err(error),
     }
 }
@@ -256,13 +258,19 @@ enum Stop {
         error: std::io::Error,
         lenient: PathBuf,
     },
+    /// A component is on a fenced filesystem: the [`Fenced`] error, and
+    /// the path resolved up to that component, lexical below it.
+    Fenced {
+        error: std::io::Error,
+        lenient: PathBuf,
+    },
     Failed(std::io::Error),
 }
 
 impl Stop {
     fn into_error(self) -> std::io::Error {
         match self {
-            Stop::Missing { error, .. } | Stop::Failed(error) => error,
+            Stop::Missing { error, .. } | Stop::Fenced { error, .. } | Stop::Failed(error) => error,
         }
     }
 }
@@ -316,11 +324,31 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
         std::env::current_dir()?.join(path)
     };
     let is_fenced = |stat: &Stat| fenced.contains(&stat.dev);
-    let fence_error = |path: PathBuf| Stop::Failed(std::io::Error::other(Fenced { path }));
+    // Stopped at a fenced component: the path as resolved so far, then
+    // what was still to walk, taken lexically.
+    let fence_stop = |mut lenient: PathBuf, pending: &VecDeque<(OsString, Option<usize>)>| {
+        let error = std::io::Error::other(Fenced {
+            path: lenient.clone(),
+        });
+        for (name, _) in pending {
+            if name == ".." {
+                lenient.pop();
+            } else {
+                lenient.push(name);
+            }
+        }
+        Stop::Fenced { error, lenient }
+    };
 
     let (mut current, mut stat) = root()?;
     if is_fenced(&stat) {
-        return Err(fence_error(PathBuf::from("/")));
+        let error = std::io::Error::other(Fenced {
+            path: PathBuf::from("/"),
+        });
+        return Err(Stop::Fenced {
+            error,
+            lenient: absolute,
+        });
     }
     let mut resolved = PathBuf::from("/");
     // The directories above `current`, for `..`.
@@ -366,7 +394,7 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
         };
         let found = statx_fd(fd.as_fd())?;
         if is_fenced(&found) {
-            return Err(fence_error(resolved.join(&name)));
+            return Err(fence_stop(resolved.join(&name), &pending));
         }
         let last = pending.is_empty();
         if found.kind == Kind::Symlink && (follow_last || !last) {
@@ -507,7 +535,7 @@ mod tests {
     fn walked_leniently(path: &Path) -> std::io::Result<PathBuf> {
         match walk(path, true, &[]) {
             Ok(found) => Ok(found.path),
-            Err(Stop::Missing { lenient, .. }) => Ok(lenient),
+            Err(Stop::Missing { lenient, .. } | Stop::Fenced { lenient, .. }) => Ok(lenient),
             Err(Stop::Failed(error)) => Err(error),
         }
     }
@@ -641,6 +669,13 @@ mod tests {
         assert!(canonicalize(&root.join("a/b")).is_ok());
         // A missing path under the fence is not "missing": it is fenced.
         let below = walk(Path::new("/proc/nothing/here"), true, &fence);
-        assert!(matches!(below, Err(Stop::Failed(e)) if is_fenced(&e)));
+        assert!(matches!(below, Err(Stop::Fenced { error, .. }) if is_fenced(&error)));
+        // Leniently, a path through a link into the fence is the fenced
+        // filesystem's real path, lexical below it.
+        let through = walk(&root.join("into/./a/../status"), true, &fence);
+        assert!(matches!(
+            through,
+            Err(Stop::Fenced { lenient, .. }) if lenient == Path::new("/proc/self/status")
+        ));
     }
 }

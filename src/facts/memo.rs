@@ -242,6 +242,9 @@ pub fn entry(path: &str) -> Entry {
         || match super::fence::symlink_metadata(std::path::Path::new(path)) {
             Ok(stat) if stat.kind == super::fence::Kind::Symlink => Entry::Symlink,
             Ok(_) => Entry::Other,
+            // Inside permfs's own mount (not looked at): counted as there,
+            // so the word is judged as a path (the mount has no symlinks).
+            Err(e) if super::fence::is_fenced(&e) => Entry::Other,
             Err(_) => Entry::Missing,
         },
     )

@@ -170,9 +170,10 @@ pub fn canonicalize_lenient(absolute: &str) -> String {
 }
 
 fn canonicalize_afresh(absolute: &str) -> String {
-    // Never through permfs's own mount: a path into it keeps its lexical
-    // form, as does any path that cannot be resolved for another reason
-    // than a missing component (a loop, no permission).
+    // Never through permfs's own mount: a path into it is resolved up to
+    // the mount and lexical below it; a path that cannot be resolved for
+    // another reason than a missing component (a loop, no permission)
+    // keeps its lexical form.
     super::fence::canonicalize_lenient(Path::new(absolute))
         .map(|canonical| canonical.to_string_lossy().into_owned())
         .unwrap_or_else(|_| absolute.to_string())

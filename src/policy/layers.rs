@@ -367,10 +367,12 @@ impl PolicyLoader {
         let mut targets: Vec<String> = Vec::new();
         let add = |targets: &mut Vec<String>, path: &Path, below: bool| {
             let mut forms = vec![path.to_path_buf()];
-            // The canonical spelling too, when a symlink leads there.
+            // The canonical spelling too, when a symlink leads there
+            // (resolved as far as the directory exists, and up to permfs's
+            // own mount when a link leads into it).
             if let Some(real) = path
                 .parent()
-                .and_then(|p| crate::facts::fence::canonicalize(p).ok())
+                .and_then(|p| crate::facts::fence::canonicalize_lenient(p).ok())
                 .zip(path.file_name())
                 .map(|(dir, name)| dir.join(name))
             {
