@@ -306,6 +306,58 @@ fn a_decided_response_has_its_size_and_a_reused_name_reads_the_new_answer() {
     assert_eq!(answer["decidedBy"]["kind"], "user");
 }
 
+/// A response's pages belong to one ask. A handle still open on the old
+/// ask of a reused name must neither see the new answer nor, by reading
+/// again, put its old answer where a reader of the new ask finds it.
+#[test]
+fn an_old_handle_and_a_reused_name_never_share_an_answer() {
+    use std::os::unix::fs::FileExt;
+    let daemon = Daemon::start(CONFIG, None);
+    let outbox = daemon.session("main").join("outbox");
+    let request = r#"{"surface":"bash","value":"git status"}"#;
+    let response = daemon.ask("main", "a", request);
+    let old_handle = std::fs::File::open(&response).expect("opened");
+    let mut first = Vec::new();
+    (&old_handle).read_to_end(&mut first).expect("read");
+    let first_id =
+        serde_json::from_slice::<serde_json::Value>(&first).expect("JSON")["askId"].clone();
+
+    std::fs::remove_file(outbox.join("a.request")).expect("forgotten");
+    daemon.ask("main", "a", request);
+    let new_handle = std::fs::File::open(&response).expect("opened");
+    // The old handle reads again from the start, as a reader that lost
+    // its pages (or any reader with `pread`) does.
+    let mut again = vec![0u8; first.len()];
+    let n = old_handle.read_at(&mut again, 0).expect("read");
+    assert_eq!(
+        String::from_utf8_lossy(&again[..n]),
+        String::from_utf8_lossy(&first),
+        "the old handle keeps its own answer"
+    );
+    let mut second = Vec::new();
+    (&new_handle).read_to_end(&mut second).expect("read");
+    let second: serde_json::Value = serde_json::from_slice(&second).expect("JSON");
+    assert_ne!(
+        second["askId"], first_id,
+        "a reader of the new ask reads the new answer"
+    );
+    assert_eq!(
+        second,
+        daemon.response(&response),
+        "and the answer of the name now"
+    );
+
+    // Both closed, the name asked a third time (an answer of the same
+    // size): the pages the second ask's reader filled are not read for it.
+    drop((old_handle, new_handle));
+    std::fs::remove_file(outbox.join("a.request")).expect("forgotten");
+    daemon.ask("main", "a", request);
+    let third = std::fs::read(&response).expect("read");
+    let third: serde_json::Value = serde_json::from_slice(&third).expect("JSON");
+    assert_ne!(third["askId"], second["askId"]);
+    assert_eq!(third, daemon.response(&response));
+}
+
 #[test]
 fn a_bad_request_fails_at_its_write_and_says_why() {
     let daemon = Daemon::start(CONFIG, None);

@@ -5,7 +5,7 @@
 
 use super::caller::Namespaces;
 use super::drafts::{AwaitingRead, Draft, Drafts, EarlyRead, Raising, ReadAt, Submit, Written};
-use super::nodes::{Folder, Inodes, Node, Owner};
+use super::nodes::{Folder, Inodes, Node, Owner, ResponseIo};
 use super::parking::{Parked, ParkedRead, Woken};
 use crate::facts::request::Request as AskRequest;
 use crate::session::ask::Response;
@@ -142,6 +142,8 @@ pub struct PermFs {
     /// Readers a decision woke that have not closed yet (see
     /// [`super::parking::pace_release`]).
     pub woken: Woken,
+    /// Sends notifications to the kernel (set once the session exists).
+    pub notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 fn errno(error: &AuthorityError) -> Errno {
@@ -198,6 +200,7 @@ impl PermFs {
             listings: Mutex::new(HashMap::new()),
             parked: Arc::default(),
             woken: Arc::new(Mutex::new(std::collections::HashSet::new())),
+            notifier: Arc::default(),
         }
     }
 
@@ -338,6 +341,24 @@ impl PermFs {
             .ok()
             .and_then(|m| m.get(&fh).copied())
             .unwrap_or(false)
+    }
+
+    /// Puts `response` in the kernel's pages of response inode `ino`
+    /// (dropping another ask's first when `stale`), so its reader costs
+    /// no `READ`. Only called while no handle is open on the inode: a
+    /// handle reading a page in holds that page's lock until its `READ` is
+    /// answered, and a fill waiting on it would hold a worker thread.
+    /// Whether the pages now hold the answer and nothing else.
+    fn fill_pages(&self, ino: INodeNo, ask: &str, stale: bool, response: &Response) -> bool {
+        let Some(notifier) = self.notifier.get() else {
+            return false;
+        };
+        if stale && notifier.inval_inode(ino, 0, 0).is_err() {
+            return false;
+        }
+        // From here the pages hold this answer or parts of it, never another.
+        self.inodes.filled_response(ino.0, ask);
+        notifier.store(ino, 0, response.to_json()).is_ok()
     }
 
     /// The session and outbox name of the exchange open on `fh`.
@@ -1183,21 +1204,35 @@ impl Filesystem for PermFs {
             }
         }
         if let Node::Response(session, rid) = &node {
-            if let Some(response) = self
-                .authority
-                .ask_for(session, rid)
-                .and_then(|ask| self.authority.read_response(&ask))
-            {
-                // Decided: the handle reads this answer, through the page
-                // cache. The kernel knows its size (from the lookup, or a
-                // `GETATTR` if the lookup came before the decision), so a
-                // read to the end costs one `READ`, not two.
+            let ask = self.authority.ask_for(session, rid);
+            let response = ask
+                .as_deref()
+                .and_then(|ask| self.authority.read_response(ask));
+            let io = self
+                .inodes
+                .open_response(ino.0, fh, ask.as_deref(), response.is_some());
+            if let (Some(response), Some(ask)) = (response, ask) {
+                // Decided: the handle reads this answer. Through the page
+                // cache when only this ask's handles use it, filled here
+                // before the open is answered: the kernel knows its size
+                // (from the lookup), so reading it to the end costs no
+                // request at all.
+                let cached = match io {
+                    ResponseIo::Cached => true,
+                    ResponseIo::Fill { stale } => self.fill_pages(ino, &ask, stale, &response),
+                    ResponseIo::Direct => false,
+                };
                 let kept = self
                     .served
                     .lock()
                     .map(|mut served| served.insert(fh, response));
                 if kept.is_ok() {
-                    return reply.opened(FileHandle(fh), FopenFlags::FOPEN_NOFLUSH);
+                    let flags = if cached {
+                        FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_KEEP_CACHE
+                    } else {
+                        FopenFlags::FOPEN_NOFLUSH | FopenFlags::FOPEN_DIRECT_IO
+                    };
+                    return reply.opened(FileHandle(fh), flags);
                 }
             }
             if let Ok(mut map) = self.nonblocking.lock() {
@@ -1579,6 +1614,7 @@ impl Filesystem for PermFs {
             // dropped, a pending one is withdrawn (`cancelled`).
             let _ = self.authority.withdraw(&draft.session, &draft.rid);
         }
+        self.inodes.close_response(ino.0, fh.0);
         self.forget_handle(fh.0);
         reply.ok();
     }

@@ -266,6 +266,7 @@ pub fn run(options: MountOptions) -> i32 {
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);
+    let notifier = Arc::clone(&filesystem.notifier);
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName("permfs".into()),
@@ -275,7 +276,7 @@ pub fn run(options: MountOptions) -> i32 {
         config.acl = SessionACL::All;
     }
     config.n_threads = Some(options.threads.max(1));
-    let session = match Mounted::mount(filesystem, mountpoint, config, owner) {
+    let session = match Mounted::mount(filesystem, mountpoint, config, owner, &notifier) {
         Ok(session) => session,
         Err(error) => {
             eprintln!(
@@ -397,10 +398,13 @@ impl Mounted {
         mountpoint: &Path,
         config: Config,
         owner: u32,
+        notifier: &std::sync::OnceLock<fuser::Notifier>,
     ) -> std::io::Result<Self> {
         if owner == 0 {
             let session = fuser::Session::new(filesystem, mountpoint, &config)?;
             fence_off(mountpoint)?;
+            // The filesystem fills decided responses' pages through it.
+            let _ = notifier.set(session.notifier());
             return session.spawn().map(Self::Direct);
         }
         let mut options = vec!["fsname=permfs", "subtype=permfs"];
@@ -411,6 +415,7 @@ impl Mounted {
         let acl = config.acl;
         let session = fuser::Session::from_fd(filesystem, fd, acl, config)?;
         fence_off(mountpoint)?;
+        let _ = notifier.set(session.notifier());
         session.spawn().map(Self::Helper)
     }
 

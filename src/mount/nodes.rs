@@ -206,6 +206,38 @@ struct InodeMaps {
     /// again meanwhile: (due, number), and the numbers not looked up since.
     retiring: VecDeque<(Instant, u64)>,
     untouched: HashSet<u64>,
+    /// Responses whose inode has been opened: what its pages may hold.
+    pages: HashMap<u64, ResponsePages>,
+}
+
+/// What the kernel may hold for one response inode. A number outlives an
+/// ask (a name asked again at once keeps it), so its pages can hold an
+/// older ask's answer, and every handle open on it can fill them with the
+/// answer it was opened for (a read after its pages were dropped, or a
+/// private mapping): only one ask's handles may read through them.
+#[derive(Debug, Default)]
+struct ResponsePages {
+    /// The ask whose answer the pages may hold; `None`: never filled.
+    holds: Option<String>,
+    /// Handles open on the inode, and the ask each was opened for (`""`
+    /// when there was none yet). Direct ones count too: a private mapping
+    /// of a direct handle still reads through the pages.
+    open: Vec<(u64, String)>,
+}
+
+/// How a response handle reads its answer, decided at its open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseIo {
+    /// Through the pages, which hold this ask's answer or nothing.
+    Cached,
+    /// The daemon fills the pages with the answer before the open is
+    /// answered (no handle is open, so no read can be holding a page),
+    /// then reads are cached. `stale`: another ask's answer may be in
+    /// them, to be dropped first.
+    Fill { stale: bool },
+    /// Every read comes to the daemon: the answer is not there yet, or
+    /// another ask's handle is open on the same inode.
+    Direct,
 }
 
 impl std::fmt::Debug for InodeMaps {
@@ -240,6 +272,7 @@ impl Default for Inodes {
             keys: std::collections::hash_map::RandomState::new(),
             retiring: VecDeque::new(),
             untouched: HashSet::new(),
+            pages: HashMap::new(),
         };
         maps.by_node.insert(Node::Root, 1);
         maps.by_ino.insert(1, (Node::Root, 1));
@@ -309,10 +342,50 @@ impl Inodes {
             None => false,
         };
         if gone {
-            if let Some((node, _)) = maps.by_ino.remove(&ino) {
-                maps.by_node.remove(&node);
-            }
+            maps.remove(ino);
             maps.shrink_if_sparse();
+        }
+    }
+
+    /// Handle `fh` opens response inode `ino` for `ask` (its answer
+    /// decided or not): how it must read. Registered until
+    /// [`Self::close_response`].
+    pub fn open_response(&self, ino: u64, fh: u64, ask: Option<&str>, decided: bool) -> ResponseIo {
+        let mut maps = self.maps();
+        if !maps.by_ino.contains_key(&ino) {
+            return ResponseIo::Direct;
+        }
+        let pages = maps.pages.entry(ino).or_default();
+        let ask = ask.unwrap_or_default();
+        let io = if !decided || ask.is_empty() || pages.open.iter().any(|(_, a)| a != ask) {
+            ResponseIo::Direct
+        } else if pages.holds.as_deref() == Some(ask) {
+            ResponseIo::Cached
+        } else if pages.open.is_empty() {
+            ResponseIo::Fill {
+                stale: pages.holds.is_some(),
+            }
+        } else {
+            // This ask's handles that read directly are open, and one of
+            // them may be reading a page in: filling could wait on it.
+            ResponseIo::Direct
+        };
+        pages.open.push((fh, ask.to_string()));
+        io
+    }
+
+    /// The pages of `ino` were emptied of any other ask's answer, and
+    /// filled (or partly filled) with `ask`'s.
+    pub fn filled_response(&self, ino: u64, ask: &str) {
+        if let Some(pages) = self.maps().pages.get_mut(&ino) {
+            pages.holds = Some(ask.to_string());
+        }
+    }
+
+    /// Handle `fh` on `ino` was closed (nothing when it was no response's).
+    pub fn close_response(&self, ino: u64, fh: u64) {
+        if let Some(pages) = self.maps().pages.get_mut(&ino) {
+            pages.open.retain(|(open, _)| *open != fh);
         }
     }
 
@@ -357,6 +430,7 @@ impl InodeMaps {
         if self.by_ino.capacity() > 4 * self.by_ino.len() + 4096 {
             self.by_ino.shrink_to_fit();
             self.by_node.shrink_to_fit();
+            self.pages.shrink_to_fit();
         }
     }
 
@@ -367,12 +441,18 @@ impl InodeMaps {
             }
             self.retiring.pop_front();
             if self.untouched.remove(&ino) {
-                if let Some((node, _)) = self.by_ino.remove(&ino) {
-                    self.by_node.remove(&node);
-                }
+                self.remove(ino);
             }
         }
         self.shrink_if_sparse();
+    }
+
+    /// The number leaves the table, and what was known of its pages.
+    fn remove(&mut self, ino: u64) {
+        if let Some((node, _)) = self.by_ino.remove(&ino) {
+            self.by_node.remove(&node);
+        }
+        self.pages.remove(&ino);
     }
 }
 
@@ -404,6 +484,65 @@ mod tests {
             "stable"
         );
         assert_eq!(inodes.ino(&Node::Root), 1);
+    }
+
+    #[test]
+    fn a_response_reads_through_its_pages_only_while_one_asks_handles_use_them() {
+        let inodes = Inodes::default();
+        let ino = inodes.referenced(&Node::Response("main".into(), "a".into()));
+        let decided = true;
+        // Undecided: direct, and it keeps the next opener of a decided
+        // answer from filling under it.
+        assert_eq!(
+            inodes.open_response(ino, 1, Some("1-a"), !decided),
+            ResponseIo::Direct
+        );
+        assert_eq!(
+            inodes.open_response(ino, 2, Some("1-a"), decided),
+            ResponseIo::Direct
+        );
+        inodes.close_response(ino, 1);
+        inodes.close_response(ino, 2);
+        // Nothing open: filled, then cached for the same ask.
+        assert_eq!(
+            inodes.open_response(ino, 3, Some("1-a"), decided),
+            ResponseIo::Fill { stale: false }
+        );
+        inodes.filled_response(ino, "1-a");
+        assert_eq!(
+            inodes.open_response(ino, 4, Some("1-a"), decided),
+            ResponseIo::Cached
+        );
+        // The name asked anew while the old ask's handles are open: direct.
+        assert_eq!(
+            inodes.open_response(ino, 5, Some("2-a"), decided),
+            ResponseIo::Direct
+        );
+        for fh in [3, 4, 5] {
+            inodes.close_response(ino, fh);
+        }
+        // All closed: the old answer's pages are dropped before the fill.
+        assert_eq!(
+            inodes.open_response(ino, 6, Some("2-a"), decided),
+            ResponseIo::Fill { stale: true }
+        );
+        // No ask under the name yet (a reader before its request), or a
+        // number the table does not know: direct.
+        assert_eq!(
+            inodes.open_response(ino, 7, None, decided),
+            ResponseIo::Direct
+        );
+        assert_eq!(
+            inodes.open_response(12345, 8, Some("2-a"), decided),
+            ResponseIo::Direct
+        );
+        // A number the kernel forgot takes what was known of its pages.
+        inodes.forget(ino, 1);
+        assert_eq!(inodes.node(ino), None);
+        assert_eq!(
+            inodes.open_response(ino, 9, Some("2-a"), decided),
+            ResponseIo::Direct
+        );
     }
 
     #[test]
