@@ -20,7 +20,7 @@ use fuser::{
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -144,6 +144,10 @@ pub struct PermFs {
     pub woken: Woken,
     /// Sends notifications to the kernel (set once the session exists).
     pub notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Page fills under way, and how many may be at once (see
+    /// [`Self::fill_pages`]).
+    fills: AtomicUsize,
+    max_fills: usize,
 }
 
 fn errno(error: &AuthorityError) -> Errno {
@@ -167,7 +171,12 @@ fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
 }
 
 impl PermFs {
-    pub fn new(authority: Arc<Authority>, audit_path: Option<std::path::PathBuf>) -> Self {
+    /// The filesystem for `workers` FUSE worker threads.
+    pub fn new(
+        authority: Arc<Authority>,
+        audit_path: Option<std::path::PathBuf>,
+        workers: usize,
+    ) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // A forgotten ask's files leave the inode table too.
@@ -201,6 +210,8 @@ impl PermFs {
             parked: Arc::default(),
             woken: Arc::new(Mutex::new(std::collections::HashSet::new())),
             notifier: Arc::default(),
+            fills: AtomicUsize::new(0),
+            max_fills: workers.saturating_sub(1).max(1),
         }
     }
 
@@ -345,20 +356,34 @@ impl PermFs {
 
     /// Puts `response` in the kernel's pages of response inode `ino`
     /// (dropping another ask's first when `stale`), so its reader costs
-    /// no `READ`. Only called while no handle is open on the inode: a
-    /// handle reading a page in holds that page's lock until its `READ` is
-    /// answered, and a fill waiting on it would hold a worker thread.
-    /// Whether the pages now hold the answer and nothing else.
+    /// no `READ`. Whether the pages now hold the answer and nothing else.
+    ///
+    /// Filling takes each page's lock, and a handle reading a page in
+    /// holds it until its `READ` is answered. `Inodes::open_response`
+    /// asks for a fill only while no handle is open, but a handle opened
+    /// during the fill (a private mapping of a direct one) can still read
+    /// a page in, and only another worker can answer that `READ`. So one
+    /// worker is always left out of filling: with one worker no other open
+    /// is served during a fill, with more at most all but one fill at once.
     fn fill_pages(&self, ino: INodeNo, ask: &str, stale: bool, response: &Response) -> bool {
         let Some(notifier) = self.notifier.get() else {
             return false;
         };
-        if stale && notifier.inval_inode(ino, 0, 0).is_err() {
+        let taken = self
+            .fills
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_fills).then_some(n + 1)
+            });
+        if taken.is_err() {
             return false;
         }
-        // From here the pages hold this answer or parts of it, never another.
-        self.inodes.filled_response(ino.0, ask);
-        notifier.store(ino, 0, response.to_json()).is_ok()
+        let filled = (!stale || notifier.inval_inode(ino, 0, 0).is_ok()) && {
+            // From here the pages hold this answer or parts of it, never another.
+            self.inodes.filled_response(ino.0, ask);
+            notifier.store(ino, 0, response.to_json()).is_ok()
+        };
+        self.fills.fetch_sub(1, Ordering::AcqRel);
+        filled
     }
 
     /// The session and outbox name of the exchange open on `fh`.

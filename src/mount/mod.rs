@@ -262,7 +262,11 @@ pub fn run(options: MountOptions) -> i32 {
         }
     }
     tracing::info!(audit = %audit_path.display(), "recording decisions");
-    let filesystem = fs::PermFs::new(Arc::clone(&authority), Some(audit_path));
+    let filesystem = fs::PermFs::new(
+        Arc::clone(&authority),
+        Some(audit_path),
+        options.threads.max(1),
+    );
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);
