@@ -8,7 +8,7 @@ use super::drafts::{AwaitingRead, Draft, Drafts, EarlyRead, Raising, ReadAt, Sub
 use super::nodes::{Folder, Inodes, Node, Owner, ResponseIo};
 use super::parking::{Parked, ParkedRead, Woken};
 use crate::facts::request::Request as AskRequest;
-use crate::session::ask::Response;
+use crate::session::ask::{serial_of, Response};
 use crate::session::control::ControlCommand;
 use crate::session::pi_view::PiViews;
 use crate::session::review::JudgeReader;
@@ -365,7 +365,7 @@ impl PermFs {
     /// a page in, and only another worker can answer that `READ`. So one
     /// worker is always left out of filling: with one worker no other open
     /// is served during a fill, with more at most all but one fill at once.
-    fn fill_pages(&self, ino: INodeNo, ask: &str, stale: bool, response: &Response) -> bool {
+    fn fill_pages(&self, ino: INodeNo, ask: u64, stale: bool, response: &Response) -> bool {
         let Some(notifier) = self.notifier.get() else {
             return false;
         };
@@ -1233,10 +1233,11 @@ impl Filesystem for PermFs {
             let response = ask
                 .as_deref()
                 .and_then(|ask| self.authority.read_response(ask));
+            let serial = ask.as_deref().and_then(serial_of);
             let io = self
                 .inodes
-                .open_response(ino.0, fh, ask.as_deref(), response.is_some());
-            if let (Some(response), Some(ask)) = (response, ask) {
+                .open_response(ino.0, fh, serial, response.is_some());
+            if let (Some(response), Some(serial)) = (response, serial) {
                 // Decided: the handle reads this answer. Through the page
                 // cache when only this ask's handles use it, filled here
                 // before the open is answered: the kernel knows its size
@@ -1244,7 +1245,7 @@ impl Filesystem for PermFs {
                 // request at all.
                 let cached = match io {
                     ResponseIo::Cached => true,
-                    ResponseIo::Fill { stale } => self.fill_pages(ino, &ask, stale, &response),
+                    ResponseIo::Fill { stale } => self.fill_pages(ino, serial, stale, &response),
                     ResponseIo::Direct => false,
                 };
                 let kept = self

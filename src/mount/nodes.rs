@@ -215,14 +215,17 @@ struct InodeMaps {
 /// older ask's answer, and every handle open on it can fill them with the
 /// answer it was opened for (a read after its pages were dropped, or a
 /// private mapping): only one ask's handles may read through them.
+/// Asks are told apart by their serial (`session::ask::serial_of`), 0
+/// when there was none yet. An inode's record goes when it holds nothing
+/// and nothing is open, or with its number.
 #[derive(Debug, Default)]
 struct ResponsePages {
     /// The ask whose answer the pages may hold; `None`: never filled.
-    holds: Option<String>,
-    /// Handles open on the inode, and the ask each was opened for (`""`
-    /// when there was none yet). Direct ones count too: a private mapping
-    /// of a direct handle still reads through the pages.
-    open: Vec<(u64, String)>,
+    holds: Option<u64>,
+    /// Handles open on the inode, and the ask each was opened for. Direct
+    /// ones count too: a private mapping of a direct handle still reads
+    /// through the pages.
+    open: Vec<(u64, u64)>,
 }
 
 /// How a response handle reads its answer, decided at its open.
@@ -347,19 +350,19 @@ impl Inodes {
         }
     }
 
-    /// Handle `fh` opens response inode `ino` for `ask` (its answer
-    /// decided or not): how it must read. Registered until
+    /// Handle `fh` opens response inode `ino` for the ask numbered `ask`
+    /// (its answer decided or not): how it must read. Registered until
     /// [`Self::close_response`].
-    pub fn open_response(&self, ino: u64, fh: u64, ask: Option<&str>, decided: bool) -> ResponseIo {
+    pub fn open_response(&self, ino: u64, fh: u64, ask: Option<u64>, decided: bool) -> ResponseIo {
         let mut maps = self.maps();
         if !maps.by_ino.contains_key(&ino) {
             return ResponseIo::Direct;
         }
         let pages = maps.pages.entry(ino).or_default();
-        let ask = ask.unwrap_or_default();
-        let io = if !decided || ask.is_empty() || pages.open.iter().any(|(_, a)| a != ask) {
+        let ask = ask.unwrap_or(0);
+        let io = if !decided || ask == 0 || pages.open.iter().any(|&(_, a)| a != ask) {
             ResponseIo::Direct
-        } else if pages.holds.as_deref() == Some(ask) {
+        } else if pages.holds == Some(ask) {
             ResponseIo::Cached
         } else if pages.open.is_empty() {
             ResponseIo::Fill {
@@ -370,22 +373,27 @@ impl Inodes {
             // them may be reading a page in: filling could wait on it.
             ResponseIo::Direct
         };
-        pages.open.push((fh, ask.to_string()));
+        pages.open.push((fh, ask));
         io
     }
 
     /// The pages of `ino` were emptied of any other ask's answer, and
-    /// filled (or partly filled) with `ask`'s.
-    pub fn filled_response(&self, ino: u64, ask: &str) {
+    /// filled (or partly filled) with the answer of ask `ask`.
+    pub fn filled_response(&self, ino: u64, ask: u64) {
         if let Some(pages) = self.maps().pages.get_mut(&ino) {
-            pages.holds = Some(ask.to_string());
+            pages.holds = Some(ask);
         }
     }
 
     /// Handle `fh` on `ino` was closed (nothing when it was no response's).
     pub fn close_response(&self, ino: u64, fh: u64) {
-        if let Some(pages) = self.maps().pages.get_mut(&ino) {
-            pages.open.retain(|(open, _)| *open != fh);
+        let mut maps = self.maps();
+        let Some(pages) = maps.pages.get_mut(&ino) else {
+            return;
+        };
+        pages.open.retain(|&(open, _)| open != fh);
+        if pages.open.is_empty() && pages.holds.is_none() {
+            maps.pages.remove(&ino);
         }
     }
 
@@ -494,28 +502,28 @@ mod tests {
         // Undecided: direct, and it keeps the next opener of a decided
         // answer from filling under it.
         assert_eq!(
-            inodes.open_response(ino, 1, Some("1-a"), !decided),
+            inodes.open_response(ino, 1, Some(1), !decided),
             ResponseIo::Direct
         );
         assert_eq!(
-            inodes.open_response(ino, 2, Some("1-a"), decided),
+            inodes.open_response(ino, 2, Some(1), decided),
             ResponseIo::Direct
         );
         inodes.close_response(ino, 1);
         inodes.close_response(ino, 2);
         // Nothing open: filled, then cached for the same ask.
         assert_eq!(
-            inodes.open_response(ino, 3, Some("1-a"), decided),
+            inodes.open_response(ino, 3, Some(1), decided),
             ResponseIo::Fill { stale: false }
         );
-        inodes.filled_response(ino, "1-a");
+        inodes.filled_response(ino, 1);
         assert_eq!(
-            inodes.open_response(ino, 4, Some("1-a"), decided),
+            inodes.open_response(ino, 4, Some(1), decided),
             ResponseIo::Cached
         );
         // The name asked anew while the old ask's handles are open: direct.
         assert_eq!(
-            inodes.open_response(ino, 5, Some("2-a"), decided),
+            inodes.open_response(ino, 5, Some(2), decided),
             ResponseIo::Direct
         );
         for fh in [3, 4, 5] {
@@ -523,7 +531,7 @@ mod tests {
         }
         // All closed: the old answer's pages are dropped before the fill.
         assert_eq!(
-            inodes.open_response(ino, 6, Some("2-a"), decided),
+            inodes.open_response(ino, 6, Some(2), decided),
             ResponseIo::Fill { stale: true }
         );
         // No ask under the name yet (a reader before its request), or a
@@ -533,14 +541,14 @@ mod tests {
             ResponseIo::Direct
         );
         assert_eq!(
-            inodes.open_response(12345, 8, Some("2-a"), decided),
+            inodes.open_response(12345, 8, Some(2), decided),
             ResponseIo::Direct
         );
         // A number the kernel forgot takes what was known of its pages.
         inodes.forget(ino, 1);
         assert_eq!(inodes.node(ino), None);
         assert_eq!(
-            inodes.open_response(ino, 9, Some("2-a"), decided),
+            inodes.open_response(ino, 9, Some(2), decided),
             ResponseIo::Direct
         );
     }

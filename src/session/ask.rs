@@ -96,6 +96,12 @@ pub struct Hop {
     pub decided_by: DecidedBy,
 }
 
+/// The number that tells an ask from every other one this daemon raised:
+/// an ask's id is `<serial>-<rid>` (minted in `walk::raise`).
+pub fn serial_of(ask_id: &str) -> Option<u64> {
+    ask_id.split_once('-')?.0.parse().ok()
+}
+
 /// The response file's content: the reference's forwarded response plus
 /// permfs's outcome, facts and hops.
 #[derive(Debug, Clone, Serialize)]
@@ -216,5 +222,22 @@ impl std::fmt::Debug for Ask {
             .field("pending_at", &self.pending_at)
             .field("decided", &self.response.is_some())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serial_of;
+
+    #[test]
+    fn an_asks_serial_is_read_back_from_its_id_and_nothing_else_has_one() {
+        assert_eq!(serial_of("17-r1"), Some(17));
+        assert_eq!(
+            serial_of("5-ask-3"),
+            Some(5),
+            "an `ask` file's name has dashes"
+        );
+        assert_eq!(serial_of("r1"), None);
+        assert_eq!(serial_of("x-1"), None);
     }
 }

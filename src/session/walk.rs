@@ -72,6 +72,7 @@ impl Authority {
             return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
         }
         state.next_id += 1;
+        // `ask::serial_of` reads the number back.
         let ask_id = format!("{}-{}", state.next_id, rid);
         let now = Instant::now();
         state.asks.insert(
