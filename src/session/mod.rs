@@ -7,6 +7,7 @@ pub mod audit;
 pub mod authority;
 pub mod chain;
 pub mod control;
+pub mod deciding;
 pub mod decision;
 pub mod events;
 pub mod grants;
