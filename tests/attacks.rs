@@ -379,6 +379,42 @@ fn an_asker_uid_asks_but_cannot_raise_a_child_or_decide() {
     assert_eq!(c.uid(), AGENT, "a child inherits its spawner's asker");
 }
 
+/// `spawn … lease` from a sandbox: the leased child goes when the
+/// sandboxed process that held the handle exits, and a lease can end
+/// nothing its writer did not spawn (a sibling of the same name spawned
+/// later from outside stays).
+#[test]
+fn a_lease_from_a_sandbox_ends_only_what_it_spawned() {
+    if !is_root() {
+        return;
+    }
+    let daemon = daemon();
+    std::fs::write(daemon.session("main").join("ctl"), "spawn boxed").expect("spawned");
+    let output = in_sandbox(
+        &daemon,
+        "main/boxed",
+        "exec 3>ctl && echo 'spawn leased lease' >&3 && ls children && \
+         echo 'spawn kept' > ctl && echo 'end kept' >&3 && \
+         (echo 'spawn kept' > ctl; true) && echo 'spawn ../main lease' >&3 || echo refused",
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("leased"), "spawned inside: {printed}");
+    assert!(
+        printed.contains("refused"),
+        "a name that reaches outside is refused: {printed}"
+    );
+    // The sandbox exited, and with it the handle: the leased child is gone,
+    // the one spawned without a lease (ended and spawned again) stays, and
+    // the sandbox's own session is untouched.
+    eventually("the leased child ended", || {
+        !daemon
+            .children("main/boxed")
+            .contains(&"leased".to_string())
+    });
+    assert_eq!(daemon.children("main/boxed"), vec!["kept".to_string()]);
+    assert_eq!(daemon.children("main"), vec!["boxed".to_string()]);
+}
+
 #[test]
 fn a_sandbox_cannot_decide_or_raise_its_own_authority() {
     if !is_root() {

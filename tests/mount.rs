@@ -358,6 +358,64 @@ fn an_old_handle_and_a_reused_name_never_share_an_answer() {
     assert_eq!(third, daemon.response(&response));
 }
 
+/// `spawn … lease`: the child lives as long as the `ctl` handle that
+/// spawned it (every descriptor of it, a forked copy included), and a
+/// closed lease ends only the session it was taken for.
+#[test]
+fn a_leased_child_ends_when_its_spawning_handle_closes() {
+    use std::io::Write;
+    let daemon = Daemon::start(CONFIG, None);
+    let ctl = daemon.session("main").join("ctl");
+    let mut lease = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ctl)
+        .expect("ctl");
+    lease.write_all(b"spawn leased lease\n").expect("spawned");
+    assert_eq!(daemon.children("main"), vec!["leased".to_string()]);
+    // A pending ask of the child is answered when the lease ends it.
+    let pending = daemon.ask("main/leased", "p", r#"{"surface":"bash","value":"make"}"#);
+    let reader = std::thread::spawn(move || std::fs::read(pending));
+    // A forked process holds a copy of the handle: the lease lasts.
+    let mut holder = Command::new("sleep")
+        .arg("30")
+        .stdin(Stdio::from(lease.try_clone().expect("dup")))
+        .spawn()
+        .expect("holder");
+    drop(lease);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        daemon.children("main"),
+        vec!["leased".to_string()],
+        "a descriptor of the handle is still open"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    eventually("the last descriptor closed: the child ended", || {
+        daemon.children("main").is_empty()
+    });
+    let answer = reader.join().expect("reader").expect("answered");
+    let answer: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+    assert_eq!(answer["outcome"], "session_ended");
+
+    // Ended by hand, then spawned again under the same name without a
+    // lease: the old handle's close leaves the new session alone.
+    let mut old = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ctl)
+        .expect("ctl");
+    old.write_all(b"spawn again lease\n").expect("spawned");
+    std::fs::write(&ctl, "end again\n").expect("ended");
+    std::fs::write(&ctl, "spawn again\n").expect("spawned anew");
+    drop(old);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(daemon.children("main"), vec!["again".to_string()]);
+    let refused = std::fs::write(&ctl, "spawn twice lease lease\n");
+    assert_eq!(
+        refused.err().and_then(|e| e.raw_os_error()),
+        Some(libc::EINVAL)
+    );
+}
+
 #[test]
 fn a_bad_request_fails_at_its_write_and_says_why() {
     let daemon = Daemon::start(CONFIG, None);

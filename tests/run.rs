@@ -298,6 +298,23 @@ fn a_signal_is_forwarded_and_the_session_still_ends() {
 }
 
 #[test]
+fn a_permfs_run_killed_by_sigkill_leaves_no_session() {
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
+    let work = work(&daemon);
+    let mut running = start_script(&daemon, &["--name", "killed"], "touch started; sleep 30");
+    eventually("the command runs", || work.join("started").exists());
+    assert_eq!(daemon.children("main"), vec!["killed".to_string()]);
+    // SAFETY: signalling our own child; SIGKILL runs none of its cleanup.
+    unsafe { libc::kill(running.0.id() as i32, libc::SIGKILL) };
+    running.0.wait().expect("permfs run is gone");
+    eventually("the daemon ends the session whose lease closed", || {
+        daemon.children("main").is_empty()
+    });
+}
+
+#[test]
 fn a_missing_bwrap_says_how_to_install_it_and_spawns_nothing() {
     let daemon = Daemon::start(CONFIG, None);
     let empty = tempfile::tempdir().expect("empty PATH dir");

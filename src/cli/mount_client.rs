@@ -106,6 +106,17 @@ impl MountClient {
         ctl.write_all(command.as_bytes())
     }
 
+    /// Writes `command` to `session`'s `ctl` and keeps the handle open:
+    /// a `spawn … lease` lives as long as the returned file (and every
+    /// descriptor duplicated from it).
+    pub fn control_kept(&self, session: &str, command: &str) -> std::io::Result<std::fs::File> {
+        let mut ctl = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir(session).join("ctl"))?;
+        ctl.write_all(command.as_bytes())?;
+        Ok(ctl)
+    }
+
     /// Ends session `id` through its parent's `ctl`; one already gone is
     /// fine.
     pub fn end(&self, id: &str) -> Result<(), String> {

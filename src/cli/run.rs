@@ -8,8 +8,9 @@
 //! The sandbox is bubblewrap's, not ours: writing namespace code would be a
 //! second, less reviewed sandbox. What this module decides is only what is
 //! bound where ([`sandbox_args`], a pure function the tests read), and the
-//! life around it: no child session outlives `permfs run` unless it is
-//! killed with SIGKILL, and every failure names what was wrong.
+//! life around it: no child session outlives `permfs run` (it spawns with
+//! `lease`, so even a SIGKILL ends the session when the kernel closes its
+//! `ctl` handle), and every failure names what was wrong.
 //!
 //! Why the session directory is enough: the sandbox has its own mount
 //! namespace, and the daemon treats a caller from another mount namespace
@@ -269,7 +270,8 @@ fn spawn_line(name: &str, args: &RunArgs, cwd: &Path) -> Result<String, String> 
     if let Some(uid) = args.uid {
         line.push_str(&format!(" asker={uid}"));
     }
-    line.push('\n');
+    // Ended by the daemon if this process dies without ending it.
+    line.push_str(" lease\n");
     Ok(line)
 }
 
@@ -432,16 +434,21 @@ struct Session<'a> {
     tree: &'a MountClient,
     id: String,
     ended: bool,
+    /// The `ctl` handle that spawned the session with `lease`: if this
+    /// process dies without ending it (SIGKILL), the kernel closes the
+    /// handle and the daemon ends the session.
+    _lease: std::fs::File,
 }
 
 impl<'a> Session<'a> {
     fn spawn(tree: &'a MountClient, parent: &str, id: &str, line: &str) -> Result<Self, String> {
         tracing::debug!(%parent, line = line.trim_end(), "spawning");
-        match tree.control(parent, line) {
-            Ok(()) => Ok(Self {
+        match tree.control_kept(parent, line) {
+            Ok(lease) => Ok(Self {
                 tree,
                 id: id.to_string(),
                 ended: false,
+                _lease: lease,
             }),
             Err(e) => Err(spawn_refusal(id, parent, line, &e)),
         }

@@ -122,6 +122,9 @@ pub struct PermFs {
     judge_payloads: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
     /// Open `lease` handles → judge name.
     leases: Mutex<HashMap<u64, String>>,
+    /// `ctl` handles → the sessions spawned through them with `lease`
+    /// (id and serial), ended when the handle closes.
+    session_leases: Mutex<HashMap<u64, Vec<(String, u64)>>>,
     /// Open `events` handles → (session, cursor).
     event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
     /// Directory listings taken at `opendir`, by handle.
@@ -201,6 +204,7 @@ impl PermFs {
             served: Arc::new(Mutex::new(HashMap::new())),
             judge_payloads: Arc::new(Mutex::new(HashMap::new())),
             leases: Mutex::new(HashMap::new()),
+            session_leases: Mutex::new(HashMap::new()),
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
             queries: Mutex::new(HashMap::new()),
@@ -341,6 +345,11 @@ impl PermFs {
         take(&self.snapshots, fh);
         if let Some(name) = take(&self.leases, fh) {
             self.authority.judge_lease_closed(&name);
+        }
+        for (id, serial) in take(&self.session_leases, fh).unwrap_or_default() {
+            if self.authority.end_leased(&id, serial) {
+                tracing::info!(session = %id, "its spawning handle closed: ended (lease)");
+            }
         }
     }
 
@@ -1029,10 +1038,40 @@ impl PermFs {
     }
 
     /// A `ctl` write, as `caller`.
-    fn control(&self, session: &str, caller: Caller, text: &str) -> Result<(), AuthorityError> {
+    fn control(
+        &self,
+        session: &str,
+        caller: Caller,
+        fh: u64,
+        text: &str,
+    ) -> Result<(), AuthorityError> {
         match ControlCommand::parse(text).map_err(AuthorityError::Invalid)? {
-            ControlCommand::Spawn { name, spec } => {
-                self.authority.spawn(session, &name, spec, caller).map(drop)
+            ControlCommand::Spawn {
+                name,
+                spec,
+                lease: false,
+            } => self.authority.spawn(session, &name, spec, caller).map(drop),
+            ControlCommand::Spawn {
+                name,
+                spec,
+                lease: true,
+            } => {
+                let (id, serial) = self
+                    .authority
+                    .spawn_numbered(session, &name, spec, caller)?;
+                match self.session_leases.lock() {
+                    Ok(mut leases) => {
+                        leases.entry(fh).or_default().push((id, serial));
+                        Ok(())
+                    }
+                    // A lease that cannot be kept: no session left behind.
+                    Err(_) => {
+                        self.authority.end_leased(&id, serial);
+                        Err(AuthorityError::Invalid(
+                            "the lease could not be recorded".into(),
+                        ))
+                    }
+                }
             }
             ControlCommand::End { name } => self.authority.end_child(session, &name, caller),
         }
@@ -1552,7 +1591,7 @@ impl Filesystem for PermFs {
             }
             Node::PiRequest(s, t, name) => self.pi.write(s, t, name, offset, data),
             Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller(), &text()),
-            Node::Ctl(session) => self.control(session, caller(), &text()),
+            Node::Ctl(session) => self.control(session, caller(), fh.0, &text()),
             Node::Query(session) => match self.check_open(req, &node) {
                 Err(e) => return reply.error(e),
                 Ok(()) => self.authority.query(session, &text()).and_then(|bytes| {

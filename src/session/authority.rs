@@ -512,6 +512,19 @@ impl Authority {
         spec: SpawnSpec,
         caller: Caller,
     ) -> Result<SessionId, AuthorityError> {
+        self.spawn_numbered(parent, name, spec, caller)
+            .map(|(id, _)| id)
+    }
+
+    /// [`Self::spawn`], with the new session's serial: what a lease on it
+    /// names ([`Self::end_leased`]).
+    pub fn spawn_numbered(
+        &self,
+        parent: &str,
+        name: &str,
+        spec: SpawnSpec,
+        caller: Caller,
+    ) -> Result<(SessionId, u64), AuthorityError> {
         let spawner = lock(&self.state)
             .tree
             .get(parent)
@@ -536,10 +549,12 @@ impl Authority {
                 "session {parent:?} already has a child {name:?}"
             )));
         }
-        state
+        let id = state
             .tree
             .spawn(parent, name, spec)
-            .map_err(AuthorityError::Invalid)
+            .map_err(AuthorityError::Invalid)?;
+        let serial = state.tree.get(&id).map_or(0, |s| s.serial);
+        Ok((id, serial))
     }
 
     /// Ends `parent`'s child `name` for `caller` (its asker, decider or
@@ -574,8 +589,24 @@ impl Authority {
     /// Ends a session and its descendants: their pending asks are answered
     /// `session_ended` and leave every inbox.
     pub fn end_session(&self, id: &str) -> Result<(), AuthorityError> {
+        self.end_session_if(id, |_| true)
+    }
+
+    /// Ends session `id` if it is still the one numbered `serial` (its
+    /// lease was taken for it; a later session under the same id is not
+    /// ended). False when it is gone or another.
+    pub fn end_leased(&self, id: &str, serial: u64) -> bool {
+        self.end_session_if(id, |session| session.serial == serial)
+            .is_ok()
+    }
+
+    fn end_session_if(
+        &self,
+        id: &str,
+        is_the_one: impl FnOnce(&super::tree::Session) -> bool,
+    ) -> Result<(), AuthorityError> {
         let mut state = lock(&self.state);
-        if state.tree.get(id).is_none() {
+        if !state.tree.get(id).is_some_and(is_the_one) {
             return Err(AuthorityError::NotFound(format!("no session {id:?}")));
         }
         let removed = state.tree.remove(id);

@@ -1,9 +1,14 @@
 //! The `ctl` language, parsed in one place: one command per write.
 //!
 //! ```text
-//! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID]
+//! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease]
 //! end <child>
 //! ```
+//!
+//! `lease` ties the child to the `ctl` handle that spawned it: when the
+//! last descriptor of that handle closes (its process exits, even by
+//! SIGKILL), the child is ended as by `end`. It gives the writer nothing
+//! it did not have: a spawner may end its children anyway.
 //!
 //! `mkdir children/<child>` is `spawn <child>` with no options, and
 //! `rmdir children/<child>` is `end <child>`, so both paths meet the same
@@ -14,11 +19,18 @@ use super::tree::SpawnSpec;
 /// What a `ctl` write asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControlCommand {
-    Spawn { name: String, spec: SpawnSpec },
-    End { name: String },
+    Spawn {
+        name: String,
+        spec: SpawnSpec,
+        /// Ended when the spawning handle closes.
+        lease: bool,
+    },
+    End {
+        name: String,
+    },
 }
 
-const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] | end <child>";
+const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] | end <child>";
 
 impl ControlCommand {
     /// Parses one command; the error names what was wrong and the usage.
@@ -31,6 +43,7 @@ impl ControlCommand {
                     .ok_or_else(|| format!("spawn needs a child name: {USAGE}"))?
                     .to_string();
                 let mut spec = SpawnSpec::default();
+                let mut lease = false;
                 for word in words {
                     match word.split_once('=') {
                         Some(("agent", agent)) if !agent.is_empty() => {
@@ -50,10 +63,12 @@ impl ControlCommand {
                             return Err("uid= is ambiguous: write asker=UID (who may ask as the child) or decider=UID (who may decide there)".into())
                         }
                         None if word == "interactive" => spec.interactive = true,
+                        None if word == "lease" && !lease => lease = true,
+                        None if word == "lease" => return Err("lease is given twice".into()),
                         _ => return Err(format!("unknown spawn option {word:?}: {USAGE}")),
                     }
                 }
-                Ok(Self::Spawn { name, spec })
+                Ok(Self::Spawn { name, spec, lease })
             }
             Some("end") => {
                 let name = words
@@ -88,12 +103,18 @@ mod tests {
 
     #[test]
     fn spawn_lines_name_every_binding() {
-        let command =
-            ControlCommand::parse("spawn w agent=rev cwd=/tmp interactive asker=7 decider=8\n")
-                .expect("valid");
-        let ControlCommand::Spawn { name, spec } = command else {
+        let command = ControlCommand::parse(
+            "spawn w agent=rev cwd=/tmp interactive asker=7 decider=8 lease\n",
+        )
+        .expect("valid");
+        let ControlCommand::Spawn { name, spec, lease } = command else {
             panic!("a spawn");
         };
+        assert!(lease);
+        assert!(matches!(
+            ControlCommand::parse("spawn w"),
+            Ok(ControlCommand::Spawn { lease: false, .. })
+        ));
         assert_eq!(name, "w");
         assert_eq!(spec.agent.as_deref(), Some("rev"));
         assert_eq!(spec.cwd.as_deref(), Some("/tmp"));
@@ -114,6 +135,8 @@ mod tests {
             ("spawn w asker=x", "not a number"),
             ("spawn w asker=1 asker=2", "twice"),
             ("spawn w frobnicate", "unknown spawn option"),
+            ("spawn w lease lease", "twice"),
+            ("spawn w lease=1", "unknown spawn option"),
             ("end", "needs a child name"),
             ("end a b", "extra"),
             ("reboot", "unknown command"),

@@ -47,6 +47,10 @@ pub struct Session {
     pub grants: Vec<Grant>,
     /// The grants compiled as one rule list (rebuilt when they change).
     pub compiled_grants: Arc<CompiledRules>,
+    /// A number no other session of this daemon's life had: tells this
+    /// session from a later one under the same id (a spawn's lease ends
+    /// only the session it was taken for).
+    pub serial: u64,
 }
 
 /// Attributes a spawner gives a child.
@@ -91,6 +95,8 @@ pub fn is_valid_name(name: &str) -> bool {
 pub struct SessionTree {
     sessions: BTreeMap<SessionId, Session>,
     roots: Vec<SessionId>,
+    /// The last [`Session::serial`] given.
+    serials: u64,
 }
 
 impl SessionTree {
@@ -129,6 +135,7 @@ impl SessionTree {
         }
         let id = name.to_string();
         let cwd = spec.cwd.unwrap_or_else(|| default_cwd.to_string());
+        self.serials += 1;
         self.sessions.insert(
             id.clone(),
             Session {
@@ -144,6 +151,7 @@ impl SessionTree {
                 children: BTreeMap::new(),
                 grants: Vec::new(),
                 compiled_grants: Self::empty_grants(),
+                serial: self.serials,
             },
         );
         self.roots.push(id.clone());
@@ -179,6 +187,7 @@ impl SessionTree {
                 Arc::clone(&parent_session.canonical_cwd),
             ),
         };
+        self.serials += 1;
         let child = Session {
             id: id.clone(),
             parent: Some(parent.to_string()),
@@ -192,6 +201,7 @@ impl SessionTree {
             children: BTreeMap::new(),
             grants: Vec::new(),
             compiled_grants: Self::empty_grants(),
+            serial: self.serials,
         };
         self.sessions.insert(id.clone(), child);
         if let Some(parent_session) = self.sessions.get_mut(parent) {
