@@ -1061,7 +1061,12 @@ impl PermFs {
                     .spawn_numbered(session, &name, spec, caller)?;
                 match self.session_leases.lock() {
                     Ok(mut leases) => {
-                        leases.entry(fh).or_default().push((id, serial));
+                        // Sessions ended meanwhile leave the handle's list:
+                        // a loop of spawns and ends on one handle must not
+                        // grow it without bound.
+                        let held = leases.entry(fh).or_default();
+                        held.retain(|(id, serial)| self.authority.is_session(id, *serial));
+                        held.push((id, serial));
                         Ok(())
                     }
                     // A lease that cannot be kept: no session left behind.

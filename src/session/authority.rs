@@ -600,6 +600,14 @@ impl Authority {
             .is_ok()
     }
 
+    /// Whether session `id` is still the one numbered `serial`.
+    pub fn is_session(&self, id: &str, serial: u64) -> bool {
+        lock(&self.state)
+            .tree
+            .get(id)
+            .is_some_and(|session| session.serial == serial)
+    }
+
     fn end_session_if(
         &self,
         id: &str,
