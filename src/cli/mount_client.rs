@@ -100,10 +100,7 @@ impl MountClient {
     /// Writes one command to session `session`'s `ctl`; the daemon's
     /// refusal comes back as the write's errno.
     pub fn control(&self, session: &str, command: &str) -> std::io::Result<()> {
-        let mut ctl = std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.dir(session).join("ctl"))?;
-        ctl.write_all(command.as_bytes())
+        self.control_kept(session, command).map(drop)
     }
 
     /// Writes `command` to `session`'s `ctl` and keeps the handle open:
