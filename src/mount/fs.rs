@@ -239,11 +239,6 @@ impl PermFs {
         if let Some(name) = take(&self.leases, fh) {
             self.authority.judge_lease_closed(&name);
         }
-        for (id, serial) in take(&self.session_leases, fh).unwrap_or_default() {
-            if self.authority.end_leased(&id, serial) {
-                tracing::info!(session = %id, "its spawning handle closed: ended (lease)");
-            }
-        }
     }
 
     /// Whether handle `fh` was opened `O_NONBLOCK` (response and exchange
@@ -944,12 +939,24 @@ impl Filesystem for PermFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if let Some(Node::PiRequest(s, t, name)) = self.inodes.node(ino.0) {
+        let node = self.inodes.node(ino.0);
+        match &node {
             // Only a written handle raises at its last close; a reader's
             // close leaves the draft as it is.
-            if self.pi_writers.lock().is_ok_and(|mut w| w.remove(&fh.0)) {
-                let _ = self.pi.close(&s, &t, &name, true);
+            Some(Node::PiRequest(s, t, name))
+                if self.pi_writers.lock().is_ok_and(|mut w| w.remove(&fh.0)) =>
+            {
+                let _ = self.pi.close(s, t, name, true);
             }
+            Some(Node::Response(..)) => self.inodes.close_response(ino.0, fh.0),
+            Some(Node::Ctl(_)) => {
+                for (id, serial) in take(&self.session_leases, fh.0).unwrap_or_default() {
+                    if self.authority.end_leased(&id, serial) {
+                        tracing::info!(session = %id, "its spawning handle closed: ended (lease)");
+                    }
+                }
+            }
+            _ => {}
         }
         let _ = self.submit_draft(fh.0, Submit::Release);
         let draft = match self.drafts.lock() {
@@ -969,7 +976,6 @@ impl Filesystem for PermFs {
             // dropped, a pending one is withdrawn (`cancelled`).
             let _ = self.authority.withdraw(&draft.session, &draft.rid);
         }
-        self.inodes.close_response(ino.0, fh.0);
         self.forget_handle(fh.0);
         reply.ok();
     }
