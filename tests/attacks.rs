@@ -132,6 +132,9 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
         daemon.inbox("main").len() == 1
     });
     let ask = daemon.inbox("main")[0].clone();
+    // A decided answer: the one a reader's open fills into the page cache.
+    let decided = daemon.ask("main", "d", r#"{"surface":"bash","value":"git status"}"#);
+    assert_eq!(daemon.response(&decided)["outcome"], "allow");
     let m = daemon.session("main");
     let m = m.display();
     let mnt = daemon.mountpoint.display();
@@ -142,6 +145,11 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
                 "spawn",
                 format!("echo 'spawn evil interactive decider={STRANGER}' > {m}/ctl"),
             ),
+            (
+                "spawn-lease",
+                format!("exec 3>{m}/ctl; echo 'spawn leased lease' >&3"),
+            ),
+            ("read-decided", format!("cat {m}/outbox/d.response")),
             ("mkdir", format!("mkdir {m}/children/evil")),
             (
                 "ask",
@@ -197,6 +205,8 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
     );
     for label in [
         "spawn",
+        "spawn-lease",
+        "read-decided",
         "mkdir",
         "ask",
         "exchange",
@@ -218,6 +228,7 @@ fn another_uid_cannot_spawn_ask_withdraw_read_or_decide() {
     assert_refused(&outcomes, "chmod", "Operation not permitted");
     assert_ok(&outcomes, "read-rules");
 
+    std::fs::remove_file(daemon.session("main").join("outbox/d.request")).expect("withdrawn");
     // Nothing changed: no session, the ask still pending, no grant.
     assert!(daemon.children("main").is_empty());
     assert_eq!(daemon.inbox("main"), vec![ask]);
