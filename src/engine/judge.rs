@@ -9,8 +9,8 @@
 //! directions (a tie goes to `_read`).
 
 use crate::facts::bash::{
-    enumerate_shared, is_trivially_empty, strip_leading_comments, UnitRole, UNPARSEABLE_COMMAND,
-    UNPARSED_SUBTREE,
+    enumerate_shared, is_trivially_empty, strip_leading_comments, UnitRole, ENVIRONMENT_PREFIX,
+    UNPARSEABLE_COMMAND, UNPARSED_SUBTREE, UNSEEN_CODE,
 };
 use crate::facts::intent::{directions_of, is_path_surface, AccessIntent, Family};
 use crate::facts::request::FactSet;
@@ -285,7 +285,22 @@ fn check_bash(
     for unit in full() {
         let mut candidate = BashCandidate::judge(stack, Cow::Borrowed(&unit.text))?;
         if let Some(floor) = unit.floor {
-            candidate.apply_floor(floor);
+            // A non-inert assignment prefix: only a rule written for the
+            // command with its prefix allows it (`GIT_PAGER=cat git log *`).
+            let named = match &unit.written {
+                Some(written) if floor == ENVIRONMENT_PREFIX => {
+                    let as_written = BashCandidate::judge(stack, Cow::Borrowed(written.as_str()))?;
+                    (as_written.is_specific() && as_written.state() == PermissionState::Allow)
+                        .then_some(as_written)
+                }
+                _ => None,
+            };
+            match named {
+                Some(as_written) if candidate.state() != PermissionState::Deny => {
+                    candidate = as_written;
+                }
+                _ => candidate.apply_floor(floor),
+            }
         }
         candidate.consider(&mut best);
     }
@@ -327,10 +342,15 @@ fn check_bash(
             candidate.consider(&mut best);
         }
     }
-    if enumeration.unparsed {
-        // Part of the line was not understood: no rule may allow it alone.
+    if enumeration.unparsed || enumeration.unseen.is_some() {
+        // Part of the line was not understood, or it runs code the walk
+        // did not judge: no rule may allow it alone.
         let mut candidate = BashCandidate::judge(stack, Cow::Borrowed(command))?;
-        candidate.apply_floor(UNPARSED_SUBTREE);
+        candidate.apply_floor(if enumeration.unparsed {
+            UNPARSED_SUBTREE
+        } else {
+            UNSEEN_CODE
+        });
         candidate.consider(&mut best);
     }
     match best {
@@ -475,15 +495,24 @@ mod tests {
             rules(json!({"bash": {"*": "ask", "git *": "allow", "ls *": "allow", "rm *": "deny"}}));
         let verdict = bash(&config, "git status && rm -rf x; ls");
         assert_eq!(verdict.state, PermissionState::Deny);
-        assert_eq!(verdict.checks[0].command.as_deref(), Some("rm -rf x"));
+        assert_eq!(
+            verdict.deciding_check().and_then(|c| c.command.as_deref()),
+            Some("rm -rf x")
+        );
         assert_eq!(
             bash(&config, "git status | ls -l").state,
             PermissionState::Allow
         );
+        // An assignment prefix changes what runs: only an inert one, or a
+        // rule naming the command with its prefix, lets `git *` allow it.
+        assert_eq!(bash(&config, "FOO=1 git push").state, PermissionState::Ask);
         assert_eq!(
-            bash(&config, "FOO=1 git push").state,
+            bash(&config, "LANG=C git push").state,
             PermissionState::Allow
         );
+        let named = rules(json!({"bash": {"*": "ask", "FOO=1 git *": "allow", "rm *": "deny"}}));
+        assert_eq!(bash(&named, "FOO=1 git push").state, PermissionState::Allow);
+        assert_eq!(bash(&named, "FOO=1 rm x").state, PermissionState::Deny);
     }
 
     #[test]

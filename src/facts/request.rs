@@ -6,7 +6,7 @@
 //! are fixed here, at the asking session, with its cwd.
 
 use super::access_path::{AccessPath, CanonicalCwd, CwdCache};
-use super::bash::bash_paths;
+use super::bash::{bash_paths, UNDERSTOOD_ONLY_IN_PART, UNRESOLVED_WRITE};
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{absolute_cwd, home_dir};
 use serde::Deserialize;
@@ -460,6 +460,16 @@ impl Requester {
                     vec![reference, asked]
                 }
             }
+            Some(value) if surface == "bash" => {
+                // The line's writes are facts too: the built-in guards and
+                // the config's write rules must see `> X` and `--output=X`
+                // whichever form asked.
+                let (mut intents, floor) = self.bash_path_intents(value, false);
+                let mut intent = self.intent(surface, value);
+                intent.floor = floor;
+                intents.push(intent);
+                intents
+            }
             Some(value) => vec![self.intent(surface, value)],
         };
         FactSet {
@@ -555,11 +565,18 @@ impl Requester {
         let command = string_field(input, "command")
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
+        let mut bash_floor = None;
         if tool == "bash" {
-            intents.extend(self.bash_path_intents(&command));
+            let (path_intents, floor) = self.bash_path_intents(&command, true);
+            intents.extend(path_intents);
+            bash_floor = floor;
         }
         let tool_intent = match tool {
-            "bash" => self.plain_intent("bash", vec![command]),
+            "bash" => {
+                let mut intent = self.plain_intent("bash", vec![command]);
+                intent.floor = bash_floor;
+                intent
+            }
             "mcp" => self.plain_intent("mcp", mcp_candidates(input)),
             "skill" => self.plain_intent(
                 "skill",
@@ -587,26 +604,66 @@ impl Requester {
     /// with this session's cwd and symlinks, so ancestors judge the same
     /// paths. A line that cannot be parsed gives none: its `bash` check
     /// floors to `ask` on its own.
-    fn bash_path_intents(&self, command: &str) -> Vec<AccessIntent> {
+    ///
+    /// Then what the line reads and writes (redirects, and the operands and
+    /// options of the commands in `effects.json`): `path_write` /
+    /// `path_read`, and `external_directory_write` / `_read` outside the
+    /// cwd, so the config's directional rules and the built-in guards on
+    /// the authority see `--output=X`, `dd of=X`, `sed -i X`, `> X`. With
+    /// `gates` false (a `{surface: bash}` ask, which the reference judges
+    /// on its command alone) only the writes are added: a line is never
+    /// allowed to write where a rule or guard would refuse, whichever form
+    /// asked (stricter than the reference: docs/reference-divergences.md).
+    ///
+    /// Also returns the floor for the `bash` check when the line writes
+    /// where its text does not fix, or uses a known command in a way not
+    /// understood: no rule may then allow it alone.
+    fn bash_path_intents(&self, command: &str, gates: bool) -> (Vec<AccessIntent>, Option<String>) {
         if command.trim().is_empty() {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         let Some(paths) = bash_paths(command, &self.cwd, &self.canonical_cwd, &self.home) else {
-            return Vec::new();
+            return (Vec::new(), None);
         };
-        let mut intents = Vec::with_capacity(paths.external.len() + paths.rule_words.len());
-        for (word, path) in &paths.external {
-            let mut intent = self.path_intent("external_directory", path);
-            intent.word = Some(word.clone());
-            intents.push(intent);
+        let mut intents = Vec::with_capacity(
+            paths.external.len() + paths.rule_words.len() + 2 * paths.targets.len(),
+        );
+        if gates {
+            for (word, path) in &paths.external {
+                let mut intent = self.path_intent("external_directory", path);
+                intent.word = Some(word.clone());
+                intents.push(intent);
+            }
+            for rule_word in &paths.rule_words {
+                let mut intent = self.path_intent("path", &rule_word.path);
+                intent.word = Some(rule_word.token.clone());
+                intent.bare_word = rule_word.bare;
+                intents.push(intent);
+            }
         }
-        for rule_word in &paths.rule_words {
-            let mut intent = self.path_intent("path", &rule_word.path);
-            intent.word = Some(rule_word.token.clone());
-            intent.bare_word = rule_word.bare;
+        for target in &paths.targets {
+            if !gates && !target.write {
+                continue;
+            }
+            let suffix = if target.write { "_write" } else { "_read" };
+            let mut intent = self.path_intent(&format!("path{suffix}"), &target.path);
+            intent.word = Some(target.token.clone());
             intents.push(intent);
+            if target.outside {
+                let mut intent =
+                    self.path_intent(&format!("external_directory{suffix}"), &target.path);
+                intent.word = Some(target.token.clone());
+                intents.push(intent);
+            }
         }
-        intents
+        let floor = if paths.unresolved_write.is_some() {
+            Some(UNRESOLVED_WRITE.to_string())
+        } else if paths.not_understood.is_some() {
+            Some(UNDERSTOOD_ONLY_IN_PART.to_string())
+        } else {
+            None
+        };
+        (intents, floor)
     }
 }
 

@@ -22,6 +22,46 @@ pub const OPAQUE_WRAPPER: &str = "<opaque-bash-wrapper>";
 pub const INDIRECTION_WRAPPER: &str = "<indirection-bash-wrapper>";
 pub const UNPARSEABLE_COMMAND: &str = "<unparseable-bash-command>";
 pub const UNPARSED_SUBTREE: &str = "<unparsed-bash-subtree>";
+/// A write whose target the text does not fix (an expansion, a glob, a
+/// relative path after a `cd` that cannot be followed).
+pub const UNRESOLVED_WRITE: &str = "<unresolved-bash-write-target>";
+/// A command run with a variable assigned before it that is not on the
+/// inert list ([`INERT_ASSIGNMENTS`]): `GIT_CONFIG_*`, `PATH`,
+/// `LD_PRELOAD`, `BASH_ENV`, `GIT_PAGER` change what the command runs.
+pub const ENVIRONMENT_PREFIX: &str = "<bash-environment-prefix>";
+/// Something bash runs that the walk did not read as a command: a
+/// substitution the grammar left inside a heredoc body or a parameter
+/// expansion, arithmetic that evaluates a variable's value as an
+/// expression (`$((x))`, `[[ $x -eq 1 ]]`, `${a[i]}`), `${x@P}`.
+pub const UNSEEN_CODE: &str = "<bash-code-not-judged>";
+/// A known command used in a way the effects table does not understand
+/// (`git -c`, `tar -x`, `rsync -e`: `effects.json`).
+pub const UNDERSTOOD_ONLY_IN_PART: &str = "<bash-command-not-understood>";
+
+/// Variables that may be set in front of a command without changing what
+/// it runs or where it writes; `LC_` names any locale category. Any other
+/// assignment prefix makes the command count only where a rule names it
+/// with its prefix.
+pub const INERT_ASSIGNMENTS: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "TERM",
+    "COLUMNS",
+    "LINES",
+];
+
+/// True when `name=…` in front of a command is inert.
+pub fn is_inert_assignment(name: &str) -> bool {
+    INERT_ASSIGNMENTS.contains(&name)
+        || name
+            .strip_prefix("LC_")
+            .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_uppercase()))
+}
 
 /// Nesting beyond this is not walked: the line is then treated as not
 /// understood (floored), never as empty. Guards the stack against
@@ -51,6 +91,10 @@ pub struct CommandUnit {
     /// `ask` because it hides or may hide what it runs.
     pub floor: Option<&'static str>,
     pub role: UnitRole,
+    /// The command as written with its assignment prefix, when the prefix
+    /// is not inert: the unit is then floored ([`ENVIRONMENT_PREFIX`])
+    /// unless a specific rule allows this text.
+    pub written: Option<String>,
 }
 
 /// The enumeration of one line.
@@ -60,6 +104,9 @@ pub struct Enumeration {
     /// The grammar could not read all of the line (no tree, an `ERROR` or
     /// missing node, or nesting too deep): the line is floored to `ask`.
     pub unparsed: bool,
+    /// The line runs code the walk did not judge ([`UNSEEN_CODE`]): it is
+    /// floored to `ask`; with what was found, for the explanation.
+    pub unseen: Option<String>,
 }
 
 impl Enumeration {
@@ -96,6 +143,7 @@ pub(super) fn enumerate_tree(
         return Enumeration {
             units: Vec::new(),
             unparsed: true,
+            unseen: None,
         };
     };
     let root = tree.root_node();
@@ -105,11 +153,17 @@ pub(super) fn enumerate_tree(
         too_deep: false,
         payload_depth,
         hung: None,
+        seen: Vec::new(),
     };
     walker.statement(root, 0);
+    let (unseen, hidden) = super::soundness::unseen_code(source, root, &walker.seen);
+    for inner in hidden {
+        walker.payload(&inner);
+    }
     Enumeration {
         unparsed: root.has_error() || walker.too_deep,
         units: walker.units,
+        unseen,
     }
 }
 
@@ -199,16 +253,31 @@ struct Walker<'s> {
     /// belong to (`git 2>/dev/null push --force` gives `push --force` to
     /// the redirect), keyed by the id of the command node that owns them.
     hung: Option<(usize, Vec<String>)>,
+    /// Start bytes of the substitutions whose commands were enumerated
+    /// (and the closing byte of a backquoted one): whatever else in the
+    /// text bash would run was not judged (`soundness::unseen_code`).
+    seen: Vec<usize>,
 }
 
 impl<'s> Walker<'s> {
     fn push(&mut self, text: &str, floor: Option<&'static str>, role: UnitRole) {
+        self.push_written(text, floor, role, None);
+    }
+
+    fn push_written(
+        &mut self,
+        text: &str,
+        floor: Option<&'static str>,
+        role: UnitRole,
+        written: Option<String>,
+    ) {
         let text = text.trim();
         if !text.is_empty() {
             self.units.push(CommandUnit {
                 text: text.to_string(),
                 floor,
                 role,
+                written,
             });
         }
     }
@@ -328,6 +397,8 @@ impl<'s> Walker<'s> {
     fn nested(&mut self, node: Node<'_>, depth: usize) {
         match node.kind() {
             "command_substitution" | "process_substitution" => {
+                self.seen.push(node.start_byte());
+                self.seen.push(node.end_byte().saturating_sub(1));
                 for inner in children(&node) {
                     self.statement(inner, depth + 1);
                 }
@@ -352,7 +423,8 @@ impl<'s> Walker<'s> {
             None => text(&node, self.source),
         };
         let words: Vec<Node<'_>> = parts
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|c| c.is_named() && c.kind() != "variable_assignment")
             .collect();
         // The name and arguments, without redirects the grammar put among
@@ -363,7 +435,25 @@ impl<'s> Walker<'s> {
             .filter(|w| !is_redirect_or_note(w.kind()))
             .collect();
         let floor = self.wrapper(&plain, node);
-        self.push(unit_text, floor, UnitRole::Full);
+        // `GIT_PAGER=x git log` runs what the prefix says: counted as `git
+        // log` only where it is inert, else floored unless a rule names it
+        // with its prefix.
+        let prefixed = first_word.is_some()
+            && parts.iter().any(|c| {
+                c.kind() == "variable_assignment"
+                    && !is_inert_assignment(&assigned_name(c, self.source))
+            });
+        if prefixed {
+            let written = text(&node, self.source).to_string();
+            self.push_written(
+                unit_text,
+                floor.or(Some(ENVIRONMENT_PREFIX)),
+                UnitRole::Full,
+                Some(written),
+            );
+        } else {
+            self.push(unit_text, floor, UnitRole::Full);
+        }
         // The command without the redirects the grammar placed among its
         // words (`2>/dev/null git push`, `git <<< x push`), and with the
         // words it hung on a following redirect: the command that runs,
@@ -580,6 +670,18 @@ fn program_name(node: &Node<'_>, source: &str) -> String {
     value.rsplit('/').next().unwrap_or(&value).to_string()
 }
 
+/// The variable a `variable_assignment` node sets (`a` for `a[i]+=x`).
+fn assigned_name(node: &Node<'_>, source: &str) -> String {
+    let written = node
+        .child_by_field_name("name")
+        .map_or_else(|| text(node, source), |n| text(&n, source));
+    written
+        .split(['[', '=', '+'])
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// `NAME=value` (the name a shell variable name).
 pub fn is_assignment_word(word: &str) -> bool {
     let Some((name, _)) = word.split_once('=') else {
@@ -722,7 +824,13 @@ mod tests {
             with_role("ls > out", UnitRole::Specific),
             vec!["ls > out".to_string()]
         );
-        assert_eq!(full("FOO=1 BAR='a b' npm test"), plain(&["npm test"]));
+        // A prefix that is not inert floors the command (a rule must name
+        // it with its prefix); an inert one does not.
+        assert_eq!(
+            full("FOO=1 BAR='a b' npm test"),
+            vec![("npm test".to_string(), Some(ENVIRONMENT_PREFIX))]
+        );
+        assert_eq!(full("LANG=C LC_ALL=C npm test"), plain(&["npm test"]));
         assert_eq!(full("FOO=1"), plain(&["FOO=1"]));
         assert_eq!(full("# just a note\nls # trailing"), plain(&["ls"]));
         assert_eq!(full("echo a#b"), plain(&["echo a#b"]));

@@ -5,16 +5,18 @@
 //! - `paths`: the path words of a line at the asking session's cwd, for the
 //!   `path` and `external_directory` gates of a bash tool call.
 
+pub mod effects;
 pub mod enumerate;
 pub mod parse;
 pub mod paths;
+mod soundness;
 
 pub use enumerate::{
     enumerate, enumerate_shared, is_trivially_empty, strip_leading_comments, CommandUnit,
-    Enumeration, UnitRole, INDIRECTION_WRAPPER, OPAQUE_WRAPPER, UNPARSEABLE_COMMAND,
-    UNPARSED_SUBTREE,
+    Enumeration, UnitRole, ENVIRONMENT_PREFIX, INDIRECTION_WRAPPER, OPAQUE_WRAPPER,
+    UNDERSTOOD_ONLY_IN_PART, UNPARSEABLE_COMMAND, UNPARSED_SUBTREE, UNRESOLVED_WRITE, UNSEEN_CODE,
 };
-pub use paths::{bash_paths, BashPaths, RuleWord};
+pub use paths::{bash_paths, BashPaths, RuleWord, Target};
 
 use crate::facts::memo::TextMemo;
 use std::cell::RefCell;
@@ -28,7 +30,7 @@ use std::sync::Arc;
 struct Reading {
     enumeration: Arc<enumerate::Enumeration>,
     /// `None` when the line could not be parsed.
-    words: Option<Arc<Vec<paths::Word>>>,
+    words: Option<Arc<paths::Words>>,
 }
 
 thread_local! {

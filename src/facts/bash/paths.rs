@@ -18,6 +18,7 @@
 //! elsewhere, and words shaped like a regular expression
 //! (docs/reference-divergences.md).
 
+use super::effects::{self, Effect};
 use super::enumerate::word_value;
 use super::parse::{children, text};
 use crate::facts::access_path::{
@@ -26,6 +27,7 @@ use crate::facts::access_path::{
 use crate::facts::memo::{self, Entry};
 use crate::facts::path_text::{join, resolve};
 use regex::Regex;
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::LazyLock;
 use tree_sitter::{Node, Tree};
@@ -42,10 +44,34 @@ enum Base {
     Unknown,
 }
 
+/// How a word is used: a path word of the bash path gates, or a target a
+/// redirect or a known command reads or writes (`effects.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Path,
+    Read,
+    Write,
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Word {
     token: String,
     base: Base,
+    access: Access,
+    /// The shell passes the word as written: no expansion, no glob, no
+    /// brace list (only a leading home spelling, which is resolved).
+    fixed: bool,
+}
+
+/// A file a redirect or a known command reads or writes, resolved at the
+/// asking session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub token: String,
+    pub path: AccessPath,
+    pub write: bool,
+    /// Outside the session's cwd (its canonical boundary).
+    pub outside: bool,
 }
 
 /// A path-rule candidate: the word as typed and its alias set.
@@ -64,6 +90,14 @@ pub struct BashPaths {
     /// Words resolving outside the cwd, deduplicated by canonical form.
     pub external: Vec<(String, AccessPath)>,
     pub rule_words: Vec<RuleWord>,
+    /// What redirects and known commands read and write.
+    pub targets: Vec<Target>,
+    /// A write target whose path the text does not fix (an expansion, a
+    /// glob, a relative path after a `cd` that cannot be followed): the
+    /// line is not understood and floors to `ask`.
+    pub unresolved_write: Option<String>,
+    /// Why a known command is not understood (`effects.json`'s floors).
+    pub not_understood: Option<String>,
 }
 
 /// Reads the path words of `command` as the session at `cwd` sees them.
@@ -86,27 +120,47 @@ pub fn bash_paths(
 
 /// The words of `command` from its syntax tree: a pure function of the
 /// text (the filesystem is met only in [`project`]).
-pub(super) fn words_of_tree(command: &str, tree: &Tree) -> Vec<Word> {
+pub(super) fn words_of_tree(command: &str, tree: &Tree) -> Words {
     let mut walker = Walker {
         source: command,
         words: Vec::new(),
+        pending: RefCell::new(Vec::new()),
+        not_understood: RefCell::new(None),
     };
     walker.walk(tree.root_node(), Base::Known(String::new()), 0);
-    walker.words
+    Words {
+        words: walker.words,
+        not_understood: walker.not_understood.into_inner(),
+    }
 }
 
-fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
-    let mut out = BashPaths::default();
+/// The words of a line (a pure function of its text).
+#[derive(Debug, Clone)]
+pub(super) struct Words {
+    words: Vec<Word>,
+    /// Why a known command of the line is not understood.
+    not_understood: Option<String>,
+}
+
+fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
+    let mut out = BashPaths {
+        not_understood: words.not_understood.clone(),
+        ..BashPaths::default()
+    };
     let mut seen_external: Vec<Arc<str>> = Vec::new();
     let mut seen_rule: Vec<Arc<[String]>> = Vec::new();
-    for word in words {
+    for word in &words.words {
         let token = word.token.as_str();
+        if word.access != Access::Path {
+            project_target(word, cwd, canonical_cwd, home, &mut out);
+            continue;
+        }
         if reject_non_path_token(token) {
             continue;
         }
         let relative = !token.starts_with('/') && !is_home_spelled(token);
         let resolve_base = match &word.base {
-            Base::Known(offset) => Some(resolve(cwd, offset)),
+            Base::Known(offset) => Some(base_dir(cwd, home, offset)),
             Base::Unknown => None,
         };
         if is_external_candidate(token) {
@@ -170,6 +224,54 @@ fn project(words: &[Word], cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) 
     out
 }
 
+/// A read or write target: resolved where the text fixes it; a write the
+/// text does not fix makes the line not understood.
+fn project_target(
+    word: &Word,
+    cwd: &str,
+    canonical_cwd: &CanonicalCwd,
+    home: &str,
+    out: &mut BashPaths,
+) {
+    let token = word.token.as_str();
+    let write = word.access == Access::Write;
+    let relative = !token.starts_with('/') && !is_home_spelled(token) && token != "~";
+    let base = match &word.base {
+        Base::Known(offset) => Some(base_dir(cwd, home, offset)),
+        Base::Unknown => None,
+    };
+    let Some(base) = base.filter(|_| word.fixed).or_else(|| {
+        // An absolute (or home) path does not depend on the directory.
+        (word.fixed && !relative).then(|| cwd.to_string())
+    }) else {
+        if write && out.unresolved_write.is_none() {
+            out.unresolved_write = Some(token.to_string());
+        }
+        return;
+    };
+    if token.is_empty() || SAFE_SYSTEM_PATHS.contains(&token) {
+        return;
+    }
+    let path = AccessPath::for_path_in(token, &base, cwd, home);
+    if path.match_values.is_empty() {
+        return;
+    }
+    let outside = is_outside(&path.boundary, canonical_cwd.get());
+    if out
+        .targets
+        .iter()
+        .any(|t| t.write == write && t.path.match_values == path.match_values)
+    {
+        return;
+    }
+    out.targets.push(Target {
+        token: token.to_string(),
+        path,
+        write,
+        outside,
+    });
+}
+
 static URL: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?i)^[a-z][a-z0-9+.-]*://").ok());
 static WINDOWS_DRIVE: LazyLock<Option<Regex>> =
@@ -229,6 +331,11 @@ fn is_rule_candidate(token: &str) -> bool {
 struct Walker<'s> {
     source: &'s str,
     words: Vec<Word>,
+    /// Read and write targets of the commands and redirects just read,
+    /// waiting for the directory they are in (given by the next `tag`).
+    pending: RefCell<Vec<(String, Access, bool)>>,
+    /// Why a known command is not understood (the first one found).
+    not_understood: RefCell<Option<String>>,
 }
 
 fn skip_subtree(kind: &str) -> bool {
@@ -245,7 +352,93 @@ impl<'s> Walker<'s> {
             self.words.push(Word {
                 token,
                 base: base.clone(),
+                access: Access::Path,
+                fixed: true,
             });
+        }
+        for (token, access, fixed) in self.pending.take() {
+            self.words.push(Word {
+                token,
+                base: base.clone(),
+                access,
+                fixed,
+            });
+        }
+    }
+
+    /// Notes what a known command reads and writes (`effects.json`).
+    fn note_effects(&self, node: Node<'_>) {
+        let Some(name) = command_name(node, self.source) else {
+            return;
+        };
+        let args: Vec<Node<'_>> = children(&node)
+            .into_iter()
+            .filter(|c| {
+                c.is_named()
+                    && !matches!(
+                        c.kind(),
+                        "command_name"
+                            | "variable_assignment"
+                            | "file_redirect"
+                            | "heredoc_redirect"
+                            | "herestring_redirect"
+                            | "comment"
+                    )
+            })
+            .collect();
+        let values: Vec<String> = args.iter().map(|a| shell_value(a, self.source)).collect();
+        let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+        let Some(found) = effects::effects(&name, &refs) else {
+            return;
+        };
+        if let Some(why) = found.floor {
+            self.not_understood.borrow_mut().get_or_insert(why);
+        }
+        let mut pending = self.pending.borrow_mut();
+        for target in found.targets {
+            let fixed = args
+                .get(target.arg)
+                .is_some_and(|a| is_fixed(*a, self.source, 0));
+            let access = match target.effect {
+                Effect::Read => Access::Read,
+                Effect::Write => Access::Write,
+            };
+            pending.push((target.value, access, fixed));
+        }
+    }
+
+    /// Notes the file a redirect reads or writes: `>`, `>>`, `>|`, `&>`,
+    /// `&>>`, `>& file` write; `<` reads; a descriptor (`>&2`, `<&-`) is
+    /// no file.
+    fn note_redirect(&self, node: Node<'_>) {
+        let operator: String = children(&node)
+            .iter()
+            .filter(|c| !c.is_named())
+            .map(|c| text(c, self.source))
+            .collect();
+        let access = if operator.contains('>') {
+            Access::Write
+        } else if operator.contains('<') {
+            Access::Read
+        } else {
+            return;
+        };
+        let mut cursor = node.walk();
+        let targets: Vec<Node<'_>> = node
+            .children_by_field_name("destination", &mut cursor)
+            .collect();
+        let mut pending = self.pending.borrow_mut();
+        for target in targets {
+            let value = shell_value(&target, self.source);
+            let descriptor = target.kind() == "number"
+                || value == "-"
+                || (operator.contains('&')
+                    && !operator.starts_with('&')
+                    && value.chars().all(|c| c.is_ascii_digit() || c == '-'));
+            if descriptor {
+                continue;
+            }
+            pending.push((value, access, is_fixed(target, self.source, 0)));
         }
     }
 
@@ -360,14 +553,28 @@ impl<'s> Walker<'s> {
     }
 
     fn fold_cd(&self, node: Node<'_>, base: Base) -> Base {
-        if command_name(node, self.source).as_deref() != Some("cd") {
-            return base;
+        match command_name(node, self.source).as_deref() {
+            Some("cd" | "pushd") => {}
+            // `popd` and `dirs`' stack, `cd -`: a directory the text does
+            // not name.
+            Some("popd") => return Base::Unknown,
+            _ => return base,
         }
         let Some(target) = self.cd_target(node) else {
             return Base::Unknown;
         };
-        if target.starts_with('/') {
+        if target.starts_with('/') || target == "~" || target.starts_with("~/") {
             return Base::Known(target);
+        }
+        // With `CDPATH` set anywhere on the line, bash may take a relative
+        // target from it (`CDPATH=<mount>/sessions/main cd inbox`).
+        if self.source.contains("CDPATH")
+            && !(target == "."
+                || target == ".."
+                || target.starts_with("./")
+                || target.starts_with("../"))
+        {
+            return Base::Unknown;
         }
         match base {
             Base::Unknown => Base::Unknown,
@@ -375,23 +582,49 @@ impl<'s> Walker<'s> {
         }
     }
 
-    /// The literal target of a `cd`, or `None` when it is computed, `-`,
-    /// `~…` or absent.
+    /// The literal target of a `cd` (the home spelled `~`, `~/…`,
+    /// `$HOME/…` or `${HOME}/…`, and no target at all, give `~…`), or
+    /// `None` when it is computed, `-`, another user's home, or not a word.
     fn cd_target(&self, node: Node<'_>) -> Option<String> {
+        let mut options_done = false;
         for child in children(&node) {
             let kind = child.kind();
             if kind == "command_name" || kind == "variable_assignment" || !child.is_named() {
                 continue;
             }
-            if kind == "word" && text(&child, self.source) == "--" {
+            if matches!(kind, "file_redirect" | "herestring_redirect" | "comment") {
                 continue;
             }
-            if !is_arg(kind) {
+            let raw = text(&child, self.source);
+            if !options_done && kind == "word" && matches!(raw, "-L" | "-P" | "-e" | "-LP" | "-PL")
+            {
+                continue;
+            }
+            options_done = true;
+            if kind == "word" && raw == "--" {
+                continue;
+            }
+            if !is_fixed(child, self.source, 0) {
                 return None;
             }
-            return literal_text(child, self.source, 0);
+            let value = shell_value(&child, self.source);
+            for prefix in ["$HOME", "${HOME}"] {
+                if let Some(rest) = value.strip_prefix(prefix) {
+                    if rest.is_empty() || rest.starts_with('/') {
+                        return Some(format!("~{rest}"));
+                    }
+                }
+            }
+            if value == "-"
+                || value.is_empty()
+                || (value.starts_with('~') && value != "~" && !value.starts_with("~/"))
+            {
+                return None;
+            }
+            return Some(value);
         }
-        None
+        // `cd` alone goes home.
+        Some("~".into())
     }
 
     /// Words of any subtree: commands by their rules, redirect targets,
@@ -426,7 +659,7 @@ impl<'s> Walker<'s> {
         operands
             .iter()
             .filter(|c| is_arg(c.kind()))
-            .map(|c| word_value(c, self.source))
+            .map(|c| shell_value(c, self.source))
             .collect()
     }
 
@@ -447,14 +680,16 @@ impl<'s> Walker<'s> {
     }
 
     fn redirect_tokens(&self, node: Node<'_>) -> Vec<String> {
+        self.note_redirect(node);
         children(&node)
             .iter()
             .filter(|c| is_arg(c.kind()))
-            .map(|c| word_value(c, self.source))
+            .map(|c| shell_value(c, self.source))
             .collect()
     }
 
     fn command_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
+        self.note_effects(node);
         match command_name(node, self.source)
             .as_deref()
             .and_then(pattern_first)
@@ -479,7 +714,7 @@ impl<'s> Walker<'s> {
             }
             if is_arg(kind) {
                 if seen_name {
-                    tokens.push(word_value(&child, self.source));
+                    tokens.push(shell_value(&child, self.source));
                 }
                 seen_name = true;
                 continue;
@@ -512,7 +747,7 @@ impl<'s> Walker<'s> {
                 tokens.extend(self.subtree_tokens(child, depth + 1));
                 continue;
             }
-            let value = word_value(&child, self.source);
+            let value = shell_value(&child, self.source);
             match next.take() {
                 Some(false) => continue,
                 Some(true) => {
@@ -587,35 +822,109 @@ fn command_name(node: Node<'_>, source: &str) -> Option<String> {
     (!value.is_empty()).then(|| value.rsplit('/').next().unwrap_or(&value).to_string())
 }
 
-/// A word's literal value, or `None` when an expansion computes it or it
-/// is `-` / `~…`.
-fn literal_text(node: Node<'_>, source: &str, depth: usize) -> Option<String> {
+/// The directory a base offset names: joined with the cwd, or the home's
+/// when it starts with `~`.
+fn base_dir(cwd: &str, home: &str, offset: &str) -> String {
+    match offset.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            resolve(home, rest.trim_start_matches('/'))
+        }
+        _ => resolve(cwd, offset),
+    }
+}
+
+/// The value the shell passes for an argument, with the backslashes of an
+/// unquoted word taken off as bash takes them (`inb\ox` is `inbox`).
+fn shell_value(node: &Node<'_>, source: &str) -> String {
+    match node.kind() {
+        "word" => unescape(text(node, source)),
+        "concatenation" => children(node)
+            .iter()
+            .map(|c| shell_value(c, source))
+            .collect(),
+        _ => word_value(node, source),
+    }
+}
+
+fn unescape(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => out.push(next),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// True when the shell passes the argument as written: no expansion, no
+/// glob, no brace list, no process substitution; a leading home spelling
+/// (`~`, `~/…`, `$HOME`, `${HOME}`) is allowed, as it is resolved.
+fn is_fixed(node: Node<'_>, source: &str, depth: usize) -> bool {
     if depth > MAX_DEPTH {
-        return None;
+        return false;
     }
     match node.kind() {
-        "word" => {
-            let t = text(&node, source);
-            (t != "-" && !t.starts_with('~')).then(|| t.to_string())
-        }
-        "raw_string" => Some(word_value(&node, source)),
-        "concatenation" => children(&node)
-            .into_iter()
-            .map(|c| literal_text(c, source, depth + 1))
-            .collect(),
+        "raw_string" | "number" => true,
+        "word" => plain_word(text(&node, source), depth == 0),
         "string" => {
-            let mut out = String::new();
-            for child in children(&node) {
-                match child.kind() {
-                    "\"" => {}
-                    "string_content" => out.push_str(text(&child, source)),
-                    _ => return None,
+            let parts = children(&node);
+            parts.iter().enumerate().all(|(i, c)| match c.kind() {
+                "\"" | "string_content" => true,
+                "simple_expansion" | "expansion" => i == 1 && is_home(text(c, source)),
+                _ => false,
+            })
+        }
+        "concatenation" => children(&node)
+            .iter()
+            .enumerate()
+            .all(|(i, c)| match c.kind() {
+                "simple_expansion" | "expansion" => i == 0 && is_home(text(c, source)),
+                "word" => plain_word(text(c, source), i == 0),
+                _ => is_fixed(*c, source, depth + 1),
+            }),
+        "simple_expansion" | "expansion" => depth == 0 && is_home(text(&node, source)),
+        _ => false,
+    }
+}
+
+fn is_home(expansion: &str) -> bool {
+    expansion == "$HOME" || expansion == "${HOME}"
+}
+
+/// An unquoted word with nothing the shell expands: no `$`, backquote,
+/// glob character, brace list or `(`; a `~` only at its start (as the home
+/// or `~/…`).
+fn plain_word(word: &str, first: bool) -> bool {
+    let mut escaped = false;
+    let mut braces = false;
+    for (i, c) in word.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '$' | '`' | '*' | '?' | '[' | '(' | ')' | '<' | '>' => return false,
+            '{' => braces = true,
+            ',' if braces => return false,
+            '.' if braces && word[i..].starts_with("..") => return false,
+            '~' if i > 0 || !first => {}
+            '~' => {
+                let rest = &word[1..];
+                if !(rest.is_empty() || rest.starts_with('/')) {
+                    return false;
                 }
             }
-            Some(out)
+            _ => {}
         }
-        _ => None,
     }
+    true
 }
 
 #[cfg(test)]
