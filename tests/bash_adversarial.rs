@@ -17,14 +17,13 @@
 
 mod adversarial;
 
-use adversarial::{corpus, decided, printable, rank, Judges, World};
+use adversarial::{corpus, decided, printable, rank, setup};
 use std::collections::BTreeMap;
 
 #[test]
 fn every_adversarial_line_gets_a_sound_verdict() {
     let corpus = corpus();
-    let world = World::new(corpus.layout.clone());
-    let judges = Judges::new(&world);
+    let (world, judges) = setup(corpus.layout.clone());
     assert!(
         corpus.entries.len() >= 300,
         "the corpus holds at least 300 lines"

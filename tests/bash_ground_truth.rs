@@ -18,7 +18,7 @@
 
 mod adversarial;
 
-use adversarial::{corpus, printable, Judges, Verdict, World};
+use adversarial::{corpus, printable, setup, Judges, Verdict, World};
 use permfs::facts::bash::enumerate;
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -188,7 +188,6 @@ fn parse_trace(text: &str, start_cwd: &str) -> Trace {
     let mut cwd: HashMap<u32, String> = HashMap::new();
     let mut pending: HashMap<u32, String> = HashMap::new();
     let mut first_exec = true;
-    let mut root: Option<u32> = None;
     for raw in text.lines() {
         let Some((pid, rest)) = raw.split_once(' ') else {
             continue;
@@ -209,14 +208,12 @@ fn parse_trace(text: &str, start_cwd: &str) -> Trace {
         } else {
             rest.to_string()
         };
-        let root_pid = *root.get_or_insert(pid);
-        let here = cwd.get(&pid).cloned().unwrap_or_else(|| {
-            if pid == root_pid {
-                start_cwd.to_string()
-            } else {
-                start_cwd.to_string()
-            }
-        });
+        // A pid not seen before (bash itself) starts in the world's cwd;
+        // children inherit their parent's (clone/fork below).
+        let here = cwd
+            .get(&pid)
+            .cloned()
+            .unwrap_or_else(|| start_cwd.to_string());
         let Some(open) = line.find('(') else {
             continue;
         };
@@ -493,13 +490,7 @@ fn what_the_engine_allows_does_only_what_its_facts_say() {
     let corpus = corpus();
     // Two workers, each with its own world (and home: the judges read HOME
     // when they are made, so each pair is made before the next world).
-    let worlds: Vec<(World, Judges)> = (0..WORKERS)
-        .map(|_| {
-            let world = World::new(corpus.layout.clone());
-            let judges = Judges::new(&world);
-            (world, judges)
-        })
-        .collect();
+    let worlds: Vec<(World, Judges)> = (0..WORKERS).map(|_| setup(corpus.layout.clone())).collect();
     let scratch = tempfile::tempdir().expect("scratch dir");
     let runner = Runner {
         offline: offline(&scratch.path().join("stubs")),

@@ -159,6 +159,19 @@ impl World {
     }
 }
 
+/// A world and its judges, made together under one lock: `HOME` is
+/// process-wide, and the judges read it when they are made, so two tests of
+/// one binary must not interleave here.
+pub fn setup(layout: Vec<(String, String)>) -> (World, Judges) {
+    static SETUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = SETUP
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let world = World::new(layout);
+    let judges = Judges::new(&world);
+    (world, judges)
+}
+
 /// The two configurations of the corpus, with the built-in guards on
 /// (authority dirs: the world's mount point and state dir).
 pub struct Judges {
