@@ -133,7 +133,7 @@ fn decisions_are_audited_and_the_chain_verifies() {
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
     assert_eq!(lines.len(), 2);
-    assert_eq!(lines[0]["askId"], "1-a");
+    assert_eq!(lines[0]["askId"], "1.1-a");
     assert_eq!(lines[0]["session"], "main");
     assert_eq!(lines[0]["outcome"], "allow");
     assert!(lines[0]["latencyMs"].as_f64().is_some());

@@ -507,10 +507,16 @@ impl App {
 
     /// Writes `decision` to the selected ask's inbox file and shows what
     /// the daemon said.
-    fn decide(&mut self, decision: Value, done: &str) {
+    fn decide(&mut self, mut decision: Value, done: &str) {
         let Some(ask) = self.current().cloned() else {
             return;
         };
+        // Bound to what was shown: the daemon refuses the decision unless
+        // the ask behind this inbox name holds these very facts.
+        if let (Value::Object(object), Some(digest)) = (&mut decision, ask["factsDigest"].as_str())
+        {
+            object.insert("factsDigest".into(), Value::String(digest.to_string()));
+        }
         let id = visible(&text(&ask["askId"]));
         let path = self.dir.join(text(&ask["inbox"]));
         let written = std::fs::OpenOptions::new()

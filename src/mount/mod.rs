@@ -250,6 +250,18 @@ pub fn run(options: MountOptions) -> i32 {
     }
 
     let signals = block_termination_signals();
+    // Ids must never repeat across lifetimes (`session/epoch.rs`): the
+    // epoch is claimed, durably, before anything can be asked.
+    match crate::session::epoch::claim_next(&state_dir) {
+        Ok(epoch) => {
+            tracing::info!(epoch, "ask ids start with this epoch");
+            authority.set_epoch(epoch);
+        }
+        Err(error) => {
+            eprintln!("permfs mount: {error}");
+            return 2;
+        }
+    }
     let audit_path = state_dir.join("audit.log");
     match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),

@@ -85,6 +85,10 @@ pub(super) struct State {
     /// before then).
     pub(super) next_deadline: Option<Instant>,
     pub(super) next_id: u64,
+    /// This daemon's lifetime number (`epoch.rs`), the first part of every
+    /// ask and grant id: `next_id` starts again at each start, the pair
+    /// never repeats.
+    pub(super) epoch: u64,
     /// Asks under review by the authorizer chain, by ask.
     pub(super) reviews: HashMap<AskId, super::review::Review>,
     /// Judges attached through the mount.
@@ -719,6 +723,12 @@ impl Authority {
     }
 
     /// Records every decision from now on in `log`.
+    /// Sets the lifetime number folded into every id minted from now on
+    /// (`epoch::claim_next`); the mount sets it before serving anything.
+    pub fn set_epoch(&self, epoch: u64) {
+        lock(&self.state).epoch = epoch;
+    }
+
     pub fn set_audit(&self, log: Arc<super::audit::AuditLog>) {
         lock(&self.state).audit = Some(log);
     }

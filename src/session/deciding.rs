@@ -53,8 +53,10 @@ impl Authority {
                 "uid {uid} may not decide for session {session:?} (from here)"
             )));
         }
-        let decision = match Decision::parse(text) {
-            Ok(decision) => decision,
+        let parsed = Decision::parse(text)
+            .and_then(|decision| Ok((decision, super::decision::bound_digest(text)?)));
+        let (decision, digest) = match parsed {
+            Ok(parsed) => parsed,
             Err(reason) => {
                 self.record_refusal(session, ask_id, &reason);
                 return Err(AuthorityError::Invalid(reason));
@@ -69,6 +71,18 @@ impl Authority {
             return Err(AuthorityError::AlreadyDecided(format!(
                 "ask {ask_id:?} is no longer pending here"
             )));
+        }
+        // A decision made on what a decider was shown counts only for the
+        // ask that showed it.
+        if let Some(digest) = digest {
+            if digest != super::views::facts_digest(ask) {
+                drop(state);
+                let reason = format!(
+                    "the decision was made on other facts than ask {ask_id:?} holds (factsDigest differs): look again"
+                );
+                self.record_refusal(session, ask_id, &reason);
+                return Err(AuthorityError::Invalid(reason));
+            }
         }
         // `allow always` writes the global config first: when that fails
         // nothing is decided, and the person reads why.
@@ -277,7 +291,7 @@ impl Authority {
         broader_than_suggested: Vec<String>,
     ) -> Option<String> {
         state.next_id += 1;
-        let id = format!("g{}", state.next_id);
+        let id = format!("g{}.{}", state.epoch, state.next_id);
         let node = state.tree.get_mut(session)?;
         node.grants.push(Grant {
             id: id.clone(),

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod control;
 pub mod deciding;
 pub mod decision;
+pub mod epoch;
 pub mod events;
 pub mod grants;
 pub mod pi_view;

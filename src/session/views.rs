@@ -94,12 +94,7 @@ impl Authority {
                         .as_millis() as u64),
                 );
             }
-            let seq = ask
-                .id
-                .split('-')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
+            let seq = super::ask::serial_of(&ask.id).unwrap_or(0);
             entries.push((arrived, seq, entry));
         }
         entries.sort_by_key(|(arrived, seq, _)| (*arrived, *seq));
@@ -205,5 +200,23 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "suggestedGrants": grants(suggested_grants(ask)),
         "derivedGrants": grants(derived_grants(ask)),
         "lastError": ask.last_error,
+        "factsDigest": facts_digest(ask),
     })
+}
+
+/// A digest of what a person is shown of an ask and decides on: who asks
+/// (session and agent), what was asked, its facts and the asker's message.
+/// A decider that sends it back with its decision (`"factsDigest"`) has
+/// its decision refused unless the ask it reaches is the one it saw; none
+/// of these change while an ask waits.
+pub(super) fn facts_digest(ask: &Ask) -> String {
+    let shown = serde_json::json!({
+        "askId": ask.id,
+        "from": ask.origin,
+        "agent": ask.agent,
+        "asked": asked_view(ask.request.as_ref()),
+        "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+        "facts": ask.facts.intents,
+    });
+    super::audit::sha256_hex(shown.to_string().as_bytes())
 }

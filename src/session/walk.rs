@@ -72,8 +72,9 @@ impl Authority {
             return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
         }
         state.next_id += 1;
-        // `ask::serial_of` reads the number back.
-        let ask_id = format!("{}-{}", state.next_id, rid);
+        // `<epoch>.<serial>-<rid>`: unique across the daemon's lifetimes
+        // (`epoch.rs`); `ask::serial_of` reads the serial back.
+        let ask_id = format!("{}.{}-{}", state.epoch, state.next_id, rid);
         let now = Instant::now();
         state.asks.insert(
             ask_id.clone(),
