@@ -1264,6 +1264,76 @@ mod tests {
         assert!(authority.response(&fourth).is_none());
     }
 
+    /// Issue 23, item 5: `allow always global` is audited before the
+    /// global config is edited; when the log refuses the line, the file
+    /// is not touched and the asker is denied `audit_unavailable`.
+    #[test]
+    fn an_allow_always_that_cannot_be_audited_leaves_the_global_config_alone() {
+        let global = r#"{"permission": {"bash": {"*": "ask"}}}"#;
+        let (authority, dir) = authority(global);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let path = dir.path().join("audit.log");
+        authority.set_audit(Arc::new(
+            super::super::audit::AuditLog::open(&path).expect("log"),
+        ));
+        let deploy = br#"{"surface":"bash","value":"make deploy"}"#;
+        let first = authority.submit("main", "r1", deploy).expect("ok");
+        // The log's place is taken by a directory: it cannot be reopened.
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::create_dir(&path).expect("a directory in its place");
+        let error = authority
+            .decide("main", &first, root(), "allow always global")
+            .expect_err("cannot be recorded");
+        assert!(
+            matches!(error, AuthorityError::AuditUnavailable(_, _)),
+            "{error:?}"
+        );
+        let config = std::fs::read_to_string(dir.path().join("config.json")).expect("config");
+        assert_eq!(
+            config, global,
+            "the global config was edited without an audit line"
+        );
+        assert_eq!(
+            authority.response(&first).map(|r| r.outcome),
+            Some(Outcome::AuditUnavailable)
+        );
+        // Space returns: the rule is not there, the next ask still waits.
+        std::fs::remove_dir(&path).expect("directory removed");
+        let second = authority.submit("main", "r2", deploy).expect("ok");
+        assert!(
+            authority.response(&second).is_none(),
+            "allowed by a rule nobody recorded"
+        );
+
+        // Recorded: the edit's line comes before the file changes, and
+        // names the lines added and the text's digests.
+        authority
+            .decide("main", &second, root(), "allow always global")
+            .expect("decided");
+        let config = std::fs::read_to_string(dir.path().join("config.json")).expect("config");
+        assert!(config.contains("make deploy"), "{config}");
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .expect("log")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        let edit = lines
+            .iter()
+            .position(|l| l["event"] == "config_edit")
+            .expect("an edit line");
+        let decided = lines
+            .iter()
+            .position(|l| l["askId"] == second.as_str() && l["outcome"] == "allow")
+            .expect("the decision's line");
+        assert!(edit < decided, "{lines:?}");
+        assert_eq!(lines[edit]["askId"], second.as_str());
+        assert_eq!(
+            lines[edit]["sha256After"],
+            super::super::audit::sha256_hex(config.as_bytes())
+        );
+    }
+
     #[test]
     fn nothing_is_delivered_that_the_audit_log_cannot_hold() {
         let (authority, dir) =
