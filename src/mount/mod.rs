@@ -249,6 +249,15 @@ pub fn run(options: MountOptions) -> i32 {
         }
     }
 
+    // Command judges run under this binary's `judge-reaper`, a subreaper
+    // that kills everything a judge started when its review ends.
+    match std::env::current_exe() {
+        Ok(binary) => crate::session::chain::use_reaper(binary),
+        Err(error) => {
+            eprintln!("permfs mount: cannot find its own executable to contain judges: {error}");
+            return 2;
+        }
+    }
     let signals = block_termination_signals();
     // Ids must never repeat across lifetimes (`session/epoch.rs`): the
     // epoch is claimed, durably, before anything can be asked.

@@ -13,6 +13,7 @@ pub mod epoch;
 pub mod events;
 pub mod grants;
 pub mod pi_view;
+pub mod reaper;
 pub mod retention;
 pub mod review;
 pub mod tree;
