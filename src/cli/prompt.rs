@@ -104,6 +104,8 @@ struct App {
     dir: PathBuf,
     notify: bool,
     asks: Vec<Value>,
+    /// Asks waiting beyond the listing's bound (`limits.pendingShown`).
+    more: u64,
     hidden: u64,
     selected: usize,
     scroll: u16,
@@ -124,13 +126,20 @@ struct App {
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// The session's `pending` listing.
-fn load(dir: &Path) -> Result<(Vec<Value>, u64), String> {
+/// The session's `pending` listing: the asks listed, how many more wait
+/// beyond the listing's bound, and how many wait where this person may
+/// not decide.
+fn load(dir: &Path) -> Result<(Vec<Value>, u64, u64), String> {
     let path = dir.join("pending");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let view: Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not the pending listing: {e}", path.display()))?;
     let asks = view["pending"].as_array().cloned().unwrap_or_default();
-    Ok((asks, view["notShown"].as_u64().unwrap_or(0)))
+    Ok((
+        asks,
+        view["more"].as_u64().unwrap_or(0),
+        view["notShown"].as_u64().unwrap_or(0),
+    ))
 }
 
 fn text(value: &Value) -> String {
@@ -322,6 +331,7 @@ impl App {
             dir,
             notify,
             asks: Vec::new(),
+            more: 0,
             hidden: 0,
             selected: 0,
             scroll: 0,
@@ -344,8 +354,9 @@ impl App {
     fn reload_keeping(&mut self, keep_gone: bool) {
         let current = self.current().cloned();
         match load(&self.dir) {
-            Ok((asks, hidden)) => {
+            Ok((asks, more, hidden)) => {
                 self.asks = asks;
+                self.more = more;
                 self.hidden = hidden;
             }
             Err(error) => self.status = Line::styled(error, Style::default().fg(Color::Red)),
@@ -422,6 +433,7 @@ impl App {
         std::thread::spawn(move || watch_events(dir, events));
         std::thread::spawn(move || read_keys(wake));
         self.reload();
+        let mut backlog: std::collections::VecDeque<Wake> = std::collections::VecDeque::new();
         loop {
             terminal
                 .draw(|frame| self.draw(frame))
@@ -429,14 +441,29 @@ impl App {
             self.note_shown();
             // The timeout only redraws the countdowns; the queue changes
             // on events.
-            let wake = match woken.recv_timeout(Duration::from_secs(1)) {
-                Ok(wake) => wake,
-                Err(mpsc::RecvTimeoutError::Timeout) => Wake::Redraw,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            let wake = match backlog.pop_front() {
+                Some(wake) => wake,
+                None => match woken.recv_timeout(Duration::from_secs(1)) {
+                    Ok(wake) => wake,
+                    Err(mpsc::RecvTimeoutError::Timeout) => Wake::Redraw,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                },
             };
             match wake {
                 Wake::Redraw => {}
-                Wake::Changed(arrived) => {
+                Wake::Changed(mut arrived) => {
+                    // A burst of changes is one reload: every change already
+                    // queued is folded in (a key or note queued after them
+                    // is handled next, in order).
+                    while let Ok(next) = woken.try_recv() {
+                        match next {
+                            Wake::Changed(more) => arrived |= more,
+                            other => {
+                                backlog.push_back(other);
+                                break;
+                            }
+                        }
+                    }
                     let before: Vec<String> = self.asks.iter().map(|a| text(&a["askId"])).collect();
                     self.reload();
                     let new: Vec<&Value> = self
@@ -699,6 +726,12 @@ impl App {
             self.asks.iter().filter(|a| !is_withdrawn(a)).count(),
             visible(&self.dir.display().to_string())
         );
+        if self.more > 0 {
+            title.push_str(&format!(
+                "(and {} more, listed as older ones leave) ",
+                self.more
+            ));
+        }
         if self.hidden > 0 {
             title.push_str(&format!("({} more you may not decide) ", self.hidden));
         }

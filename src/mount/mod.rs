@@ -238,7 +238,9 @@ pub fn run(options: MountOptions) -> i32 {
     let authority = match Authority::new(Arc::new(loader), owner) {
         Ok(authority) => Arc::new(authority),
         Err(error) => {
-            eprintln!("permfs mount: invalid \"judges\" in the global config: {error}");
+            eprintln!(
+                "permfs mount: invalid \"judges\" or \"limits\" in the global config: {error}"
+            );
             return 2;
         }
     };

@@ -85,6 +85,10 @@ pub(super) struct State {
     /// before then).
     pub(super) next_deadline: Option<Instant>,
     pub(super) next_id: u64,
+    /// Pending asks by asking session, and by the root of its tree: what
+    /// the `pendingAsks` and `treePendingAsks` limits count.
+    pub(super) pending_by_origin: HashMap<SessionId, usize>,
+    pub(super) pending_by_root: HashMap<String, usize>,
     /// This daemon's lifetime number (`epoch.rs`), the first part of every
     /// ask and grant id: `next_id` starts again at each start, the pair
     /// never repeats.
@@ -105,6 +109,9 @@ pub struct Authority {
     pub(super) loader: Arc<PolicyLoader>,
     pub(super) owner_uid: u32,
     pub(super) state: Mutex<State>,
+    /// The bounds on what an asker can make the daemon hold (the global
+    /// config's `"limits"`).
+    pub(super) limits: super::limits::Limits,
     /// Judges defined in the global config.
     pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
     /// Reviews for configured judges, run by `review::serve_reviews`.
@@ -432,10 +439,12 @@ impl Authority {
             .into_iter()
             .map(|(name, spec)| (name, Arc::new(spec)))
             .collect();
+        let limits = super::limits::Limits::parse(loader.global_config().extensions.get("limits"))?;
         Ok(Self {
             loader,
             owner_uid,
             state: Mutex::new(State::default()),
+            limits,
             judges,
             jobs: crossbeam_channel::unbounded(),
             release_pacer: std::sync::OnceLock::new(),
@@ -553,12 +562,66 @@ impl Authority {
                 "session {parent:?} already has a child {name:?}"
             )));
         }
+        if let Some(reason) = self.spawn_bound(&state, parent) {
+            tracing::warn!(uid = caller.uid, %parent, %name, %reason, "spawn refused");
+            return Err(AuthorityError::Full(reason));
+        }
         let id = state
             .tree
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)?;
         let serial = state.tree.get(&id).map_or(0, |s| s.serial);
         Ok((id, serial))
+    }
+
+    /// Why `parent` may not have another child now, when a limit says so.
+    fn spawn_bound(&self, state: &State, parent: &str) -> Option<String> {
+        let limits = &self.limits;
+        let node = state.tree.get(parent)?;
+        if node.depth + 1 > limits.depth {
+            return Some(format!(
+                "a session may be at most {} deep (limits.depth): {parent:?} is at depth {}",
+                limits.depth, node.depth
+            ));
+        }
+        if node.children.len() >= limits.children {
+            return Some(format!(
+                "session {parent:?} has {} children, the most one may have (limits.children)",
+                node.children.len()
+            ));
+        }
+        let root = super::limits::root_of(parent);
+        let in_tree = state.tree.count_in_tree(root);
+        if in_tree >= limits.sessions {
+            return Some(format!(
+                "the tree of root {root:?} holds {in_tree} sessions, the most it may (limits.sessions)"
+            ));
+        }
+        None
+    }
+
+    /// Why `session` may not raise another ask now, when a limit says so.
+    pub(super) fn pending_bound(&self, state: &State, session: &str) -> Option<String> {
+        let limits = &self.limits;
+        let own = state.pending_by_origin.get(session).copied().unwrap_or(0);
+        if own >= limits.pending_asks {
+            return Some(format!(
+                "session {session:?} has {own} asks waiting, the most one may (limits.pendingAsks); wait for an answer or withdraw one"
+            ));
+        }
+        let root = super::limits::root_of(session);
+        let tree = state.pending_by_root.get(root).copied().unwrap_or(0);
+        if tree >= limits.tree_pending_asks {
+            return Some(format!(
+                "the tree of root {root:?} has {tree} asks waiting, the most it may (limits.treePendingAsks)"
+            ));
+        }
+        None
+    }
+
+    /// The bounds in force.
+    pub fn limits(&self) -> super::limits::Limits {
+        self.limits
     }
 
     /// Ends `parent`'s child `name` for `caller` (its asker, decider or
@@ -1010,6 +1073,20 @@ pub(super) fn finish(
     // Answered, or being committed (its audit line is being written).
     if ask.response.is_some() || !state.pending.remove(ask_id) {
         return;
+    }
+    for (counts, key) in [
+        (&mut state.pending_by_origin, ask.origin.as_str()),
+        (
+            &mut state.pending_by_root,
+            super::limits::root_of(&ask.origin),
+        ),
+    ] {
+        if let Some(count) = counts.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(key);
+            }
+        }
     }
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });

@@ -12,6 +12,7 @@ pub mod decision;
 pub mod epoch;
 pub mod events;
 pub mod grants;
+pub mod limits;
 pub mod pi_view;
 pub mod reaper;
 pub mod retention;
