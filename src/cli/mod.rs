@@ -45,4 +45,17 @@ pub enum Command {
     /// the session at /permfs, its cwd at the same path, the system
     /// read-only, nothing else of the mount; the session ends with it.
     Run(run::RunArgs),
+    /// Internal: runs a command judge under a subreaper that kills
+    /// everything it started when the review ends (the daemon starts it).
+    #[command(hide = true)]
+    JudgeReaper(JudgeReaperArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JudgeReaperArgs {
+    /// The read end of the daemon's lifeline pipe.
+    pub lifeline: i32,
+    /// The judge command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
 }

@@ -104,22 +104,42 @@ struct App {
     dir: PathBuf,
     notify: bool,
     asks: Vec<Value>,
+    /// Asks waiting beyond the listing's bound (`limits.pendingShown`).
+    more: u64,
     hidden: u64,
     selected: usize,
     scroll: u16,
     mode: Mode,
     status: Line<'static>,
     live: Option<String>,
+    /// The ask last drawn under the cursor, since when, and whether the
+    /// person's own move put it there: a decision key acts only on the
+    /// ask drawn, and not in the first moments after it changed under the
+    /// cursor by itself (a key in flight was meant for the one before).
+    shown: Option<(String, std::time::Instant, bool)>,
+    /// Set by a move key until the next draw.
+    moved: bool,
 }
 
+/// How long an ask that came under the cursor by itself (after a decision
+/// moved on) is shown before a decision key acts on it.
+const SETTLE: Duration = Duration::from_millis(300);
+
 /// The session's `pending` listing.
-fn load(dir: &Path) -> Result<(Vec<Value>, u64), String> {
+/// The session's `pending` listing: the asks listed, how many more wait
+/// beyond the listing's bound, and how many wait where this person may
+/// not decide.
+fn load(dir: &Path) -> Result<(Vec<Value>, u64, u64), String> {
     let path = dir.join("pending");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let view: Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not the pending listing: {e}", path.display()))?;
     let asks = view["pending"].as_array().cloned().unwrap_or_default();
-    Ok((asks, view["notShown"].as_u64().unwrap_or(0)))
+    Ok((
+        asks,
+        view["more"].as_u64().unwrap_or(0),
+        view["notShown"].as_u64().unwrap_or(0),
+    ))
 }
 
 fn text(value: &Value) -> String {
@@ -130,30 +150,45 @@ fn text(value: &Value) -> String {
     }
 }
 
-/// The thing asked, in one line: the command or path, else the value.
+/// What will be allowed, in one line, built from the facts permfs fixed
+/// (what rules and grants are judged on), never from the agent's own
+/// input fields: a `write` that also carries a harmless `command` shows
+/// the path it writes. The fact on the tool's (or surface's) own surface
+/// is the thing itself (a write's absolute path, a bash line); without one,
+/// every distinct first value of the facts; with no facts at all, a
+/// warning that permfs could check nothing.
 fn what(ask: &Value) -> String {
     let asked = &ask["asked"];
-    if let Some(tool) = asked["tool"].as_str() {
-        let input = &asked["input"];
-        let main = ["command", "path", "file_path", "pattern", "url"]
-            .iter()
-            .find_map(|k| input.get(*k).map(text));
-        return match main {
-            Some(value) => format!("{tool} {value}"),
-            None => format!("{tool} {}", text(input)),
-        };
+    let facts: Vec<&Value> = ask["facts"].as_array().into_iter().flatten().collect();
+    let head = asked["tool"]
+        .as_str()
+        .or_else(|| asked["surface"].as_str())
+        .or_else(|| facts.first().and_then(|f| f["surface"].as_str()))
+        .unwrap_or("(pre-fixed facts)")
+        .to_string();
+    let first = |fact: &Value| text(&fact["matchValues"][0]);
+    if let Some(own) = facts
+        .iter()
+        .find(|f| f["surface"].as_str() == Some(head.as_str()))
+    {
+        return format!("{head} {}", first(own));
     }
-    if let Some(surface) = asked["surface"].as_str() {
-        return match asked.get("value") {
-            Some(value) => format!("{surface} {}", text(value)),
-            None => surface.to_string(),
-        };
+    let mut values: Vec<String> = Vec::new();
+    for fact in &facts {
+        let value = first(fact);
+        if !values.contains(&value) {
+            values.push(value);
+        }
     }
-    ask["facts"]
-        .as_array()
-        .and_then(|f| f.first())
-        .map(|f| format!("{} {}", text(&f["surface"]), text(&f["matchValues"][0])))
-        .unwrap_or_else(|| "(pre-fixed facts)".into())
+    if values.is_empty() {
+        return format!("{head} (no facts: permfs could check nothing of this ask)");
+    }
+    format!("{head} {}", values.join("  ·  "))
+}
+
+/// A queue entry kept only to show that its ask left (`reload_keeping`).
+fn is_withdrawn(ask: &Value) -> bool {
+    ask["withdrawn"] == Value::Bool(true)
 }
 
 fn now_ms() -> u64 {
@@ -296,32 +331,95 @@ impl App {
             dir,
             notify,
             asks: Vec::new(),
+            more: 0,
             hidden: 0,
             selected: 0,
             scroll: 0,
             mode: Mode::Browse,
             status: Line::from("q quits without deciding anything"),
             live: None,
+            shown: None,
+            moved: false,
         }
     }
 
+    /// Reloads the queue. The selected ask keeps the cursor; when it left
+    /// without this prompt deciding it (withdrawn, timed out, decided
+    /// elsewhere) it stays shown in its place, marked withdrawn, until the
+    /// person moves on: the cursor never jumps to another ask by itself.
     fn reload(&mut self) {
-        let current = self.current().map(|a| text(&a["askId"]));
+        self.reload_keeping(true);
+    }
+
+    fn reload_keeping(&mut self, keep_gone: bool) {
+        let current = self.current().cloned();
         match load(&self.dir) {
-            Ok((asks, hidden)) => {
+            Ok((asks, more, hidden)) => {
                 self.asks = asks;
+                self.more = more;
                 self.hidden = hidden;
             }
             Err(error) => self.status = Line::styled(error, Style::default().fg(Color::Red)),
         }
-        if let Some(id) = current {
+        if let Some(current) = current {
+            let id = text(&current["askId"]);
             if let Some(i) = self.asks.iter().position(|a| text(&a["askId"]) == id) {
                 self.selected = i;
+                return;
+            }
+            if keep_gone {
+                let mut gone = current;
+                if let Value::Object(object) = &mut gone {
+                    object.insert("withdrawn".into(), Value::Bool(true));
+                }
+                self.selected = self.selected.min(self.asks.len());
+                self.asks.insert(self.selected, gone);
                 return;
             }
             self.scroll = 0;
         }
         self.selected = self.selected.min(self.asks.len().saturating_sub(1));
+    }
+
+    /// Takes a withdrawn ask out of the queue (the person moves on);
+    /// `true` when there was one under the cursor.
+    fn drop_withdrawn(&mut self) -> bool {
+        let gone = self.current().is_some_and(is_withdrawn);
+        if gone {
+            self.asks.remove(self.selected);
+        }
+        self.asks.retain(|a| !is_withdrawn(a));
+        gone
+    }
+
+    /// Why a decision key must not act now, if it must not.
+    fn not_now(&self) -> Option<&'static str> {
+        let current = self.current()?;
+        if is_withdrawn(current) {
+            return Some(
+                "this ask no longer waits (withdrawn or decided elsewhere): nothing decided",
+            );
+        }
+        match &self.shown {
+            Some((id, _, _)) if *id != text(&current["askId"]) => {
+                Some("the ask under the cursor changed before it was shown: nothing decided")
+            }
+            Some((_, since, false)) if since.elapsed() < SETTLE => {
+                Some("the ask under the cursor just changed: nothing decided, look again")
+            }
+            _ => None,
+        }
+    }
+
+    /// Records which ask the frame just drawn shows under the cursor.
+    fn note_shown(&mut self) {
+        let id = self.current().map(|a| text(&a["askId"]));
+        let moved = std::mem::take(&mut self.moved);
+        match (&self.shown, id) {
+            (Some((shown, _, _)), Some(id)) if *shown == id => {}
+            (_, Some(id)) => self.shown = Some((id, std::time::Instant::now(), moved)),
+            (_, None) => self.shown = None,
+        }
     }
 
     fn current(&self) -> Option<&Value> {
@@ -335,20 +433,37 @@ impl App {
         std::thread::spawn(move || watch_events(dir, events));
         std::thread::spawn(move || read_keys(wake));
         self.reload();
+        let mut backlog: std::collections::VecDeque<Wake> = std::collections::VecDeque::new();
         loop {
             terminal
                 .draw(|frame| self.draw(frame))
                 .map_err(|e| format!("cannot draw: {e}"))?;
+            self.note_shown();
             // The timeout only redraws the countdowns; the queue changes
             // on events.
-            let wake = match woken.recv_timeout(Duration::from_secs(1)) {
-                Ok(wake) => wake,
-                Err(mpsc::RecvTimeoutError::Timeout) => Wake::Redraw,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            let wake = match backlog.pop_front() {
+                Some(wake) => wake,
+                None => match woken.recv_timeout(Duration::from_secs(1)) {
+                    Ok(wake) => wake,
+                    Err(mpsc::RecvTimeoutError::Timeout) => Wake::Redraw,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                },
             };
             match wake {
                 Wake::Redraw => {}
-                Wake::Changed(arrived) => {
+                Wake::Changed(mut arrived) => {
+                    // A burst of changes is one reload: every change already
+                    // queued is folded in (a key or note queued after them
+                    // is handled next, in order).
+                    while let Ok(next) = woken.try_recv() {
+                        match next {
+                            Wake::Changed(more) => arrived |= more,
+                            other => {
+                                backlog.push_back(other);
+                                break;
+                            }
+                        }
+                    }
                     let before: Vec<String> = self.asks.iter().map(|a| text(&a["askId"])).collect();
                     self.reload();
                     let new: Vec<&Value> = self
@@ -462,21 +577,35 @@ impl App {
         match key.code {
             KeyCode::Char('q') | KeyCode::Esc => return false,
             KeyCode::Up | KeyCode::Char('k') => {
+                self.drop_withdrawn();
                 self.selected = self.selected.saturating_sub(1);
                 self.scroll = 0;
+                self.moved = true;
             }
             KeyCode::Down | KeyCode::Char('j') => {
-                self.selected = (self.selected + 1).min(count.saturating_sub(1));
+                if !self.drop_withdrawn() {
+                    self.selected += 1;
+                }
+                self.selected = self.selected.min(self.asks.len().saturating_sub(1));
                 self.scroll = 0;
+                self.moved = true;
             }
             KeyCode::Char('n') if count > 0 => {
-                self.selected = (self.selected + 1) % count;
+                if !self.drop_withdrawn() {
+                    self.selected += 1;
+                }
+                self.selected = self.selected.checked_rem(self.asks.len()).unwrap_or(0);
                 self.scroll = 0;
+                self.moved = true;
                 self.status = Line::from("skipped: nothing decided");
             }
             KeyCode::PageDown => self.scroll = self.scroll.saturating_add(5),
             KeyCode::PageUp => self.scroll = self.scroll.saturating_sub(5),
             _ if self.current().is_none() => {}
+            KeyCode::Char('a' | 'd' | 'r' | 's' | 'u' | 'A') if self.not_now().is_some() => {
+                let why = self.not_now().unwrap_or_default();
+                self.status = Line::styled(why, Style::default().fg(Color::Red));
+            }
             KeyCode::Char('a') => {
                 self.decide(serde_json::json!({"decision": "allow"}), "allowed once")
             }
@@ -507,10 +636,16 @@ impl App {
 
     /// Writes `decision` to the selected ask's inbox file and shows what
     /// the daemon said.
-    fn decide(&mut self, decision: Value, done: &str) {
+    fn decide(&mut self, mut decision: Value, done: &str) {
         let Some(ask) = self.current().cloned() else {
             return;
         };
+        // Bound to what was shown: the daemon refuses the decision unless
+        // the ask behind this inbox name holds these very facts.
+        if let (Value::Object(object), Some(digest)) = (&mut decision, ask["factsDigest"].as_str())
+        {
+            object.insert("factsDigest".into(), Value::String(digest.to_string()));
+        }
         let id = visible(&text(&ask["askId"]));
         let path = self.dir.join(text(&ask["inbox"]));
         let written = std::fs::OpenOptions::new()
@@ -518,6 +653,7 @@ impl App {
             .open(&path)
             .and_then(|mut file| file.write_all(decision.to_string().as_bytes()));
         let red = Style::default().fg(Color::Red).add_modifier(Modifier::BOLD);
+        let decided = written.is_ok();
         self.status = match written {
             Ok(()) => Line::styled(format!("{done}: {id}"), Style::default().fg(Color::Green)),
             Err(error) => {
@@ -543,7 +679,9 @@ impl App {
                 Line::styled(format!("{id}: {reason}"), red)
             }
         };
-        self.reload();
+        // The ask this prompt decided leaves the queue; the next one comes
+        // under the cursor by itself (so `SETTLE` applies to it).
+        self.reload_keeping(!decided);
     }
 
     fn draw(&self, frame: &mut Frame) {
@@ -585,9 +723,15 @@ impl App {
         let now = now_ms();
         let mut title = format!(
             " permfs prompt: {} waiting at or below {} ",
-            self.asks.len(),
+            self.asks.iter().filter(|a| !is_withdrawn(a)).count(),
             visible(&self.dir.display().to_string())
         );
+        if self.more > 0 {
+            title.push_str(&format!(
+                "(and {} more, listed as older ones leave) ",
+                self.more
+            ));
+        }
         if self.hidden > 0 {
             title.push_str(&format!("({} more you may not decide) ", self.hidden));
         }
@@ -607,10 +751,15 @@ impl App {
                 .map(|(i, ask)| {
                     let age = now.saturating_sub(ask["arrivedAt"].as_u64().unwrap_or(now));
                     let row = format!(
-                        "{} {:>2}. {:>6} ago  {}  from {}  {}",
+                        "{} {:>2}. {:>6} {}  {}  from {}  {}",
                         if i == self.selected { '>' } else { ' ' },
                         i + 1,
                         duration(age),
+                        if is_withdrawn(ask) {
+                            "WITHDRAWN"
+                        } else {
+                            "ago"
+                        },
                         visible(&text(&ask["askId"])),
                         visible(&text(&ask["from"])),
                         visible(&what(ask)),
@@ -695,6 +844,12 @@ impl App {
             )
         };
         let mut lines = Vec::new();
+        if is_withdrawn(ask) {
+            lines.push(Line::styled(
+                "WITHDRAWN: this ask no longer waits; no key decides it. Move on with ↑↓ or n.",
+                Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+            ));
+        }
         lines.push(Line::from(vec![
             label("WHAT"),
             Span::styled(

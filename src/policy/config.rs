@@ -71,7 +71,7 @@ const IGNORED_REFERENCE_KEYS: &[&str] = &[
     "showPersistenceSummary",
 ];
 /// permfs's own keys.
-pub const PERMFS_KEYS: &[&str] = &["agents", "judges", "roots"];
+pub const PERMFS_KEYS: &[&str] = &["agents", "judges", "limits", "roots"];
 
 const DIRECTIONAL_KEYS: &[&str] = &[
     "path_read",
@@ -147,7 +147,7 @@ impl ConfigFile {
                 "authorizerChain" => config.authorizer_chain = Some(parse_chain(value)?),
                 "authorizerTrust" => config.authorizer_trust = Some(parse_trust(value)?),
                 "agents" => config.agents = parse_agents(value)?,
-                "judges" | "roots" => {
+                "judges" | "limits" | "roots" => {
                     config.extensions.insert(key.clone(), value.clone());
                 }
                 ignored if IGNORED_REFERENCE_KEYS.contains(&ignored) => {}

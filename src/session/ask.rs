@@ -97,9 +97,13 @@ pub struct Hop {
 }
 
 /// The number that tells an ask from every other one this daemon raised:
-/// an ask's id is `<serial>-<rid>` (minted in `walk::raise`).
+/// an ask's id is `<epoch>.<serial>-<rid>` (minted in `walk::raise`; the
+/// epoch is the same for every ask of one daemon, `epoch.rs`).
 pub fn serial_of(ask_id: &str) -> Option<u64> {
-    ask_id.split_once('-')?.0.parse().ok()
+    let (number, _) = ask_id.split_once('-')?;
+    let (epoch, serial) = number.split_once('.')?;
+    epoch.parse::<u64>().ok()?;
+    serial.parse().ok()
 }
 
 /// The response file's content: the reference's forwarded response plus
@@ -231,9 +235,10 @@ mod tests {
 
     #[test]
     fn an_asks_serial_is_read_back_from_its_id_and_nothing_else_has_one() {
-        assert_eq!(serial_of("17-r1"), Some(17));
+        assert_eq!(serial_of("3.17-r1"), Some(17));
+        assert_eq!(serial_of("17-r1"), None);
         assert_eq!(
-            serial_of("5-ask-3"),
+            serial_of("1.5-ask-3"),
             Some(5),
             "an `ask` file's name has dashes"
         );

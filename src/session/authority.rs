@@ -85,6 +85,14 @@ pub(super) struct State {
     /// before then).
     pub(super) next_deadline: Option<Instant>,
     pub(super) next_id: u64,
+    /// Pending asks by asking session, and by the root of its tree: what
+    /// the `pendingAsks` and `treePendingAsks` limits count.
+    pub(super) pending_by_origin: HashMap<SessionId, usize>,
+    pub(super) pending_by_root: HashMap<String, usize>,
+    /// This daemon's lifetime number (`epoch.rs`), the first part of every
+    /// ask and grant id: `next_id` starts again at each start, the pair
+    /// never repeats.
+    pub(super) epoch: u64,
     /// Asks under review by the authorizer chain, by ask.
     pub(super) reviews: HashMap<AskId, super::review::Review>,
     /// Judges attached through the mount.
@@ -101,6 +109,9 @@ pub struct Authority {
     pub(super) loader: Arc<PolicyLoader>,
     pub(super) owner_uid: u32,
     pub(super) state: Mutex<State>,
+    /// The bounds on what an asker can make the daemon hold (the global
+    /// config's `"limits"`).
+    pub(super) limits: super::limits::Limits,
     /// Judges defined in the global config.
     pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
     /// Reviews for configured judges, run by `review::serve_reviews`.
@@ -428,10 +439,12 @@ impl Authority {
             .into_iter()
             .map(|(name, spec)| (name, Arc::new(spec)))
             .collect();
+        let limits = super::limits::Limits::parse(loader.global_config().extensions.get("limits"))?;
         Ok(Self {
             loader,
             owner_uid,
             state: Mutex::new(State::default()),
+            limits,
             judges,
             jobs: crossbeam_channel::unbounded(),
             release_pacer: std::sync::OnceLock::new(),
@@ -549,12 +562,66 @@ impl Authority {
                 "session {parent:?} already has a child {name:?}"
             )));
         }
+        if let Some(reason) = self.spawn_bound(&state, parent) {
+            tracing::warn!(uid = caller.uid, %parent, %name, %reason, "spawn refused");
+            return Err(AuthorityError::Full(reason));
+        }
         let id = state
             .tree
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)?;
         let serial = state.tree.get(&id).map_or(0, |s| s.serial);
         Ok((id, serial))
+    }
+
+    /// Why `parent` may not have another child now, when a limit says so.
+    fn spawn_bound(&self, state: &State, parent: &str) -> Option<String> {
+        let limits = &self.limits;
+        let node = state.tree.get(parent)?;
+        if node.depth + 1 > limits.depth {
+            return Some(format!(
+                "a session may be at most {} deep (limits.depth): {parent:?} is at depth {}",
+                limits.depth, node.depth
+            ));
+        }
+        if node.children.len() >= limits.children {
+            return Some(format!(
+                "session {parent:?} has {} children, the most one may have (limits.children)",
+                node.children.len()
+            ));
+        }
+        let root = super::limits::root_of(parent);
+        let in_tree = state.tree.count_in_tree(root);
+        if in_tree >= limits.sessions {
+            return Some(format!(
+                "the tree of root {root:?} holds {in_tree} sessions, the most it may (limits.sessions)"
+            ));
+        }
+        None
+    }
+
+    /// Why `session` may not raise another ask now, when a limit says so.
+    pub(super) fn pending_bound(&self, state: &State, session: &str) -> Option<String> {
+        let limits = &self.limits;
+        let own = state.pending_by_origin.get(session).copied().unwrap_or(0);
+        if own >= limits.pending_asks {
+            return Some(format!(
+                "session {session:?} has {own} asks waiting, the most one may (limits.pendingAsks); wait for an answer or withdraw one"
+            ));
+        }
+        let root = super::limits::root_of(session);
+        let tree = state.pending_by_root.get(root).copied().unwrap_or(0);
+        if tree >= limits.tree_pending_asks {
+            return Some(format!(
+                "the tree of root {root:?} has {tree} asks waiting, the most it may (limits.treePendingAsks)"
+            ));
+        }
+        None
+    }
+
+    /// The bounds in force.
+    pub fn limits(&self) -> super::limits::Limits {
+        self.limits
     }
 
     /// Ends `parent`'s child `name` for `caller` (its asker, decider or
@@ -719,6 +786,12 @@ impl Authority {
     }
 
     /// Records every decision from now on in `log`.
+    /// Sets the lifetime number folded into every id minted from now on
+    /// (`epoch::claim_next`); the mount sets it before serving anything.
+    pub fn set_epoch(&self, epoch: u64) {
+        lock(&self.state).epoch = epoch;
+    }
+
     pub fn set_audit(&self, log: Arc<super::audit::AuditLog>) {
         lock(&self.state).audit = Some(log);
     }
@@ -1001,6 +1074,20 @@ pub(super) fn finish(
     if ask.response.is_some() || !state.pending.remove(ask_id) {
         return;
     }
+    for (counts, key) in [
+        (&mut state.pending_by_origin, ask.origin.as_str()),
+        (
+            &mut state.pending_by_root,
+            super::limits::root_of(&ask.origin),
+        ),
+    ] {
+        if let Some(count) = counts.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(key);
+            }
+        }
+    }
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(
@@ -1252,6 +1339,76 @@ mod tests {
             .submit(&child, "d", br#"{"surface":"bash","value":"make"}"#)
             .expect("ok");
         assert!(authority.response(&fourth).is_none());
+    }
+
+    /// Issue 23, item 5: `allow always global` is audited before the
+    /// global config is edited; when the log refuses the line, the file
+    /// is not touched and the asker is denied `audit_unavailable`.
+    #[test]
+    fn an_allow_always_that_cannot_be_audited_leaves_the_global_config_alone() {
+        let global = r#"{"permission": {"bash": {"*": "ask"}}}"#;
+        let (authority, dir) = authority(global);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        add_interactive_main(&authority, &cwd);
+        let path = dir.path().join("audit.log");
+        authority.set_audit(Arc::new(
+            super::super::audit::AuditLog::open(&path).expect("log"),
+        ));
+        let deploy = br#"{"surface":"bash","value":"make deploy"}"#;
+        let first = authority.submit("main", "r1", deploy).expect("ok");
+        // The log's place is taken by a directory: it cannot be reopened.
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::create_dir(&path).expect("a directory in its place");
+        let error = authority
+            .decide("main", &first, root(), "allow always global")
+            .expect_err("cannot be recorded");
+        assert!(
+            matches!(error, AuthorityError::AuditUnavailable(_, _)),
+            "{error:?}"
+        );
+        let config = std::fs::read_to_string(dir.path().join("config.json")).expect("config");
+        assert_eq!(
+            config, global,
+            "the global config was edited without an audit line"
+        );
+        assert_eq!(
+            authority.response(&first).map(|r| r.outcome),
+            Some(Outcome::AuditUnavailable)
+        );
+        // Space returns: the rule is not there, the next ask still waits.
+        std::fs::remove_dir(&path).expect("directory removed");
+        let second = authority.submit("main", "r2", deploy).expect("ok");
+        assert!(
+            authority.response(&second).is_none(),
+            "allowed by a rule nobody recorded"
+        );
+
+        // Recorded: the edit's line comes before the file changes, and
+        // names the lines added and the text's digests.
+        authority
+            .decide("main", &second, root(), "allow always global")
+            .expect("decided");
+        let config = std::fs::read_to_string(dir.path().join("config.json")).expect("config");
+        assert!(config.contains("make deploy"), "{config}");
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .expect("log")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
+        let edit = lines
+            .iter()
+            .position(|l| l["event"] == "config_edit")
+            .expect("an edit line");
+        let decided = lines
+            .iter()
+            .position(|l| l["askId"] == second.as_str() && l["outcome"] == "allow")
+            .expect("the decision's line");
+        assert!(edit < decided, "{lines:?}");
+        assert_eq!(lines[edit]["askId"], second.as_str());
+        assert_eq!(
+            lines[edit]["sha256After"],
+            super::super::audit::sha256_hex(config.as_bytes())
+        );
     }
 
     #[test]

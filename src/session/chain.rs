@@ -11,7 +11,7 @@
 use crate::facts::intent::Family;
 use regex::Regex;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -220,11 +220,28 @@ pub const MAX_JUDGE_OUTPUT: usize = 1 << 20;
 const EXIT_CHECK: Duration = Duration::from_millis(20);
 
 /// The process groups of the judges running now, so a stopping daemon
-/// can kill them all.
-static RUNNING: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// can kill them all; with whether each is a reaper (`reaper.rs`), which
+/// is told to stop (`SIGTERM`) instead, so it can kill what the judge
+/// started before it exits.
+static RUNNING: Mutex<BTreeMap<i32, bool>> = Mutex::new(BTreeMap::new());
 
 /// Set once the daemon stops: a judge started after that is killed at once.
 static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// The permfs binary whose `judge-reaper` runs every command judge (set by
+/// the mount: its own executable). Unset (the library used on its own, its
+/// unit tests), a judge runs in a process group only, which does not hold
+/// a descendant that calls `setsid()`.
+static REAPER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Runs every command judge from now on under `binary judge-reaper`.
+pub fn use_reaper(binary: std::path::PathBuf) {
+    let _ = REAPER.set(binary);
+}
+
+/// How long a reaper gets to kill and reap what its judge started before
+/// its own group is killed.
+const REAPER_GRACE: Duration = Duration::from_secs(2);
 
 /// Kills every running judge's process group (the daemon is stopping), and
 /// any judge started from now on.
@@ -234,36 +251,85 @@ pub fn kill_running_judges() {
         STOPPING.store(true, Ordering::SeqCst);
         running.clone()
     };
-    for group in groups {
+    for (group, reaper) in groups {
         // SAFETY: signalling a process group the daemon started; its
         // leader is not reaped before it leaves RUNNING, so the id is
-        // still that group's.
-        unsafe { libc::killpg(group, libc::SIGKILL) };
+        // still that group's. A reaper is asked to stop: it kills its
+        // judge's whole tree, which a SIGKILL of its own group would not.
+        unsafe { libc::killpg(group, if reaper { libc::SIGTERM } else { libc::SIGKILL }) };
     }
 }
 
-/// A judge process in its own process group. However the run ends, the
-/// whole group is killed and the leader reaped: nothing a judge starts
-/// outlives its review.
+/// A judge process in its own process group, under a reaper when the
+/// mount set one. However the run ends, the whole tree is killed and the
+/// leader reaped: nothing a judge starts outlives its review.
 struct Contained {
     child: Child,
     group: i32,
     reaped: bool,
+    /// The write end of the reaper's lifeline: closing it ends the judge
+    /// and everything it started (`reaper.rs`).
+    lifeline: Option<std::os::fd::OwnedFd>,
 }
 
 impl Contained {
-    fn spawn(command: &mut Command) -> std::io::Result<Self> {
-        let child = command.process_group(0).spawn()?;
+    /// Starts `program` with piped stdin and stdout.
+    fn spawn(program: &str, arguments: &[String]) -> std::io::Result<Self> {
+        let reaper = REAPER.get();
+        let mut lifeline = None;
+        let mut command = match reaper {
+            Some(binary) => {
+                let (read, write) = lifeline_pipe()?;
+                let read_fd = std::os::fd::AsRawFd::as_raw_fd(&read);
+                let mut command = Command::new(binary);
+                command
+                    .arg("judge-reaper")
+                    .arg(read_fd.to_string())
+                    .arg("--")
+                    .arg(program)
+                    .args(arguments);
+                // SAFETY: only fcntl (async-signal-safe) between fork and
+                // exec: the reaper keeps the lifeline's read end, which is
+                // close-on-exec everywhere else.
+                unsafe {
+                    command.pre_exec(move || {
+                        if libc::fcntl(read_fd, libc::F_SETFD, 0) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                lifeline = Some((read, write));
+                command
+            }
+            None => {
+                let mut command = Command::new(program);
+                command.args(arguments);
+                command
+            }
+        };
+        let child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        // The daemon keeps only the write end.
+        let lifeline = lifeline.map(|(read, write)| {
+            drop(read);
+            write
+        });
         let group = child.id() as i32;
         let stopping = {
             let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-            running.insert(group);
+            running.insert(group, lifeline.is_some());
             STOPPING.load(Ordering::SeqCst)
         };
         let judge = Self {
             child,
             group,
             reaped: false,
+            lifeline,
         };
         if stopping {
             // Dropping it kills it: no judge outlives the daemon.
@@ -290,9 +356,17 @@ impl Contained {
         done == 0 && unsafe { info.si_pid() } != 0
     }
 
-    /// Kills the group (the leader, and anything it left running), then
-    /// reaps the leader.
+    /// Ends the run: a reaper is told to stop (its lifeline closed) and
+    /// given [`REAPER_GRACE`] to kill and reap the judge's whole tree; then
+    /// the group (the leader, and anything left in it) is killed and the
+    /// leader reaped.
     fn kill_and_reap(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        if self.lifeline.take().is_some() {
+            let deadline = Instant::now() + REAPER_GRACE;
+            while !self.leader_exited() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         // SAFETY: the leader is not reaped yet, so the group id is ours.
         unsafe { libc::killpg(self.group, libc::SIGKILL) };
         let status = self.child.wait();
@@ -303,6 +377,24 @@ impl Contained {
             .remove(&self.group);
         status
     }
+}
+
+/// A pipe whose both ends are close-on-exec in the daemon (no other
+/// judge started meanwhile inherits them).
+fn lifeline_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both are fresh descriptors owned by nothing else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
 }
 
 impl Drop for Contained {
@@ -337,14 +429,8 @@ pub fn run_command(command: &[String], input: &[u8], timeout: Duration) -> Resul
     use std::os::fd::AsRawFd;
     let (program, arguments) = command.split_first().ok_or("empty command")?;
     let deadline = Instant::now() + timeout;
-    let mut judge = Contained::spawn(
-        Command::new(program)
-            .args(arguments)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )
-    .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let mut judge = Contained::spawn(program, arguments)
+        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
     let mut stdin = judge.child.stdin.take();
     let mut stdout = judge.child.stdout.take().ok_or("no stdout")?;
     let mut written = 0;

@@ -53,8 +53,10 @@ impl Authority {
                 "uid {uid} may not decide for session {session:?} (from here)"
             )));
         }
-        let decision = match Decision::parse(text) {
-            Ok(decision) => decision,
+        let parsed = Decision::parse(text)
+            .and_then(|decision| Ok((decision, super::decision::bound_digest(text)?)));
+        let (decision, digest) = match parsed {
+            Ok(parsed) => parsed,
             Err(reason) => {
                 self.record_refusal(session, ask_id, &reason);
                 return Err(AuthorityError::Invalid(reason));
@@ -70,29 +72,81 @@ impl Authority {
                 "ask {ask_id:?} is no longer pending here"
             )));
         }
-        // `allow always` writes the global config first: when that fails
-        // nothing is decided, and the person reads why.
-        let mut always = None;
+        // A decision made on what a decider was shown counts only for the
+        // ask that showed it.
+        if let Some(digest) = digest {
+            if digest != super::views::facts_digest(ask) {
+                drop(state);
+                let reason = format!(
+                    "the decision was made on other facts than ask {ask_id:?} holds (factsDigest differs): look again"
+                );
+                self.record_refusal(session, ask_id, &reason);
+                return Err(AuthorityError::Invalid(reason));
+            }
+        }
+        // `allow always` edits the global config, the authority itself, so
+        // the edit is audited before it is made (fail closed, issue 23
+        // item 5): its line first, then the file; a line that cannot be
+        // written means no edit, and the asker is denied
+        // `audit_unavailable` as for any decision that cannot be recorded.
+        // A file that cannot be written refuses the decision (the ask
+        // stays pending, the person reads why).
+        let mut always: Option<AlwaysEdit> = None;
         if let Decision::AllowAlwaysGlobal(patterns) = &decision {
             let operator = state.tree.get(session).is_some_and(|node| {
                 Standing::of(caller, node, self.owner_uid) == Standing::Operator
             });
-            let written = if operator {
-                self.write_always(ask, patterns)
+            let prepared = if operator {
+                self.prepare_always(ask, patterns)
             } else {
                 Err(AuthorityError::PermissionDenied(
                     "only the operator (root or the mount owner) may change the global config"
                         .into(),
                 ))
             };
-            match written {
-                Ok(done) => always = Some(done),
+            let edit = match prepared {
+                Ok(edit) => edit,
                 Err(error) => {
                     drop(state);
                     self.record_refusal(session, ask_id, &error.to_string());
                     return Err(error);
                 }
+            };
+            if let Err((reason, errno)) =
+                audit_edit(&state, "config_edit", ask_id, uid, &edit, None)
+            {
+                tracing::error!(%reason, file = %edit.file.display(), "allow always: the edit cannot be audited, so the config is not changed");
+                let reason = format!(
+                    "the global config was not changed, because the edit could not be recorded: {reason}"
+                );
+                finish(
+                    &mut state,
+                    ask_id,
+                    Outcome::AuditUnavailable,
+                    DecidedBy::AuditUnavailable {
+                        reason: reason.clone(),
+                    },
+                    Some(reason.clone()),
+                    Some(session.to_string()),
+                );
+                let _ = state.commit();
+                self.record_refusal(session, ask_id, &reason);
+                return Err(AuthorityError::AuditUnavailable(reason, errno));
             }
+            if let Err(error) = self.apply_always(&edit) {
+                let _ = audit_edit(
+                    &state,
+                    "config_edit_failed",
+                    ask_id,
+                    uid,
+                    &edit,
+                    Some(&error.to_string()),
+                );
+                drop(state);
+                self.record_refusal(session, ask_id, &error.to_string());
+                return Err(error);
+            }
+            always = Some(edit);
         }
         let by = DecidedBy::User {
             session: session.to_string(),
@@ -171,23 +225,28 @@ impl Authority {
             }
         }
         // The person is told when their decision could not be recorded:
-        // the asker was denied (`audit_unavailable`) and no grant is made.
-        state.commit().map_err(|failure| {
-            AuthorityError::AuditUnavailable(
+        // the asker was denied (`audit_unavailable`), no grant is made and
+        // an `allow always` edit is rolled back.
+        let audit = state.audit.clone();
+        if let Err(failure) = state.commit() {
+            if let Some(edit) = &always {
+                self.roll_back_always(edit, audit.as_deref(), ask_id, uid);
+            }
+            return Err(AuthorityError::AuditUnavailable(
                 format!(
                     "the decision was not recorded, so the ask was denied: {}",
                     failure.reason
                 ),
                 failure.errno,
-            )
-        })?;
-        if let Some((file, added)) = always {
+            ));
+        }
+        if let Some(edit) = always {
             let mut state = lock(&self.state);
             let event = serde_json::json!({
                 "event": "always",
                 "askId": ask_id,
-                "file": file,
-                "added": added,
+                "file": edit.file.display().to_string(),
+                "added": edit.added,
             });
             publish(&mut state, session, event);
         }
@@ -227,14 +286,14 @@ impl Authority {
         Ok(())
     }
 
-    /// Adds the ask's rules (or the person's patterns) to the global
-    /// config file as `allow`, replacing the file in one rename, and
-    /// re-reads it. Returns the file and the lines added.
-    pub(super) fn write_always(
+    /// The edit an `allow always` makes: the ask's rules (or the person's
+    /// patterns) added to the global config as `allow`. Nothing is
+    /// written yet.
+    pub(super) fn prepare_always(
         &self,
         ask: &Ask,
         patterns: &[String],
-    ) -> Result<(String, Vec<String>), AuthorityError> {
+    ) -> Result<AlwaysEdit, AuthorityError> {
         let path = self.loader.global_path().ok_or_else(|| {
             AuthorityError::Invalid("permfs runs without a global config file (--config)".into())
         })?;
@@ -253,17 +312,67 @@ impl Authority {
                     .map(|rule| (rule.surface, rule.pattern))
             })
             .collect();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let before = std::fs::read_to_string(path).map_err(|e| {
             AuthorityError::Invalid(format!("{} cannot be read: {e}", path.display()))
         })?;
-        let (edited, added) = crate::policy::edit::add_allow_rules(&text, &rules)
+        let (after, added) = crate::policy::edit::add_allow_rules(&before, &rules)
             .map_err(|e| AuthorityError::Invalid(format!("{}: {e}", path.display())))?;
-        crate::policy::edit::replace_file(path, &edited).map_err(AuthorityError::Invalid)?;
-        tracing::info!(file = %path.display(), ?added, "allow always: rules added to the global config");
+        Ok(AlwaysEdit {
+            file: path.to_path_buf(),
+            before,
+            after,
+            added,
+        })
+    }
+
+    /// Writes a prepared edit, replacing the file in one rename, and
+    /// re-reads the global config.
+    fn apply_always(&self, edit: &AlwaysEdit) -> Result<(), AuthorityError> {
+        crate::policy::edit::replace_file(&edit.file, &edit.after)
+            .map_err(AuthorityError::Invalid)?;
+        tracing::info!(file = %edit.file.display(), added = ?edit.added, "allow always: rules added to the global config");
         if let Some(error) = self.loader.reload_global() {
             tracing::error!(%error, "the global config does not load after allow always");
         }
-        Ok((path.display().to_string(), added))
+        Ok(())
+    }
+
+    /// Undoes an edit whose decision could not be recorded: the file gets
+    /// its old text back, unless someone changed it since (then it is left
+    /// alone and the error log says so). Tried in the audit log too, which
+    /// most likely still refuses it.
+    fn roll_back_always(
+        &self,
+        edit: &AlwaysEdit,
+        audit: Option<&super::audit::AuditLog>,
+        ask_id: &str,
+        uid: u32,
+    ) {
+        let current = std::fs::read_to_string(&edit.file).ok();
+        if current.as_deref() != Some(edit.after.as_str()) {
+            tracing::error!(file = %edit.file.display(), added = ?edit.added, "allow always: the decision was not recorded, and the config changed since the edit: not rolled back, remove the added rules by hand");
+            return;
+        }
+        match crate::policy::edit::replace_file(&edit.file, &edit.before) {
+            Ok(()) => {
+                tracing::warn!(file = %edit.file.display(), added = ?edit.added, "allow always: the decision was not recorded, so the rules added were removed again");
+                if let Some(error) = self.loader.reload_global() {
+                    tracing::error!(%error, "the global config does not load after the rollback");
+                }
+                if let Some(audit) = audit {
+                    let _ = audit.append(edit_entry(
+                        "config_edit_rolled_back",
+                        ask_id,
+                        uid,
+                        edit,
+                        None,
+                    ));
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, file = %edit.file.display(), added = ?edit.added, "allow always: the decision was not recorded and the edit cannot be rolled back: remove the added rules by hand");
+            }
+        }
     }
 
     /// Records a grant; returns its id (`None`: the session is gone).
@@ -277,7 +386,7 @@ impl Authority {
         broader_than_suggested: Vec<String>,
     ) -> Option<String> {
         state.next_id += 1;
-        let id = format!("g{}", state.next_id);
+        let id = format!("g{}.{}", state.epoch, state.next_id);
         let node = state.tree.get_mut(session)?;
         node.grants.push(Grant {
             id: id.clone(),
@@ -387,4 +496,69 @@ impl Authority {
         }
         left_for_later
     }
+}
+
+/// An `allow always` edit of the global config, prepared before anything
+/// is written: the file, its text before and after, the lines added.
+pub(super) struct AlwaysEdit {
+    file: std::path::PathBuf,
+    before: String,
+    after: String,
+    added: Vec<String>,
+}
+
+/// The audit line of a config edit: what file, which lines, the digests
+/// of the text before and after (so the log pins the exact content), and
+/// who decided it for which ask.
+fn edit_entry(
+    event: &str,
+    ask_id: &str,
+    uid: u32,
+    edit: &AlwaysEdit,
+    error: Option<&str>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut entry = serde_json::Map::new();
+    entry.insert("time".into(), super::ask::now_ms().into());
+    entry.insert("event".into(), event.into());
+    entry.insert("askId".into(), ask_id.into());
+    entry.insert("uid".into(), uid.into());
+    entry.insert("file".into(), edit.file.display().to_string().into());
+    entry.insert("added".into(), serde_json::json!(edit.added));
+    entry.insert(
+        "sha256Before".into(),
+        super::audit::sha256_hex(edit.before.as_bytes()).into(),
+    );
+    entry.insert(
+        "sha256After".into(),
+        super::audit::sha256_hex(edit.after.as_bytes()).into(),
+    );
+    if let Some(error) = error {
+        entry.insert("error".into(), error.into());
+    }
+    entry
+}
+
+/// Writes a config edit's audit line now (under the state lock: `allow
+/// always` is rare, and the ask must not be decided meanwhile). `Err`
+/// with the reason and errno when it cannot be written; a daemon without
+/// an audit log (library use) records nothing and goes on.
+fn audit_edit(
+    state: &State,
+    event: &str,
+    ask_id: &str,
+    uid: u32,
+    edit: &AlwaysEdit,
+    error: Option<&str>,
+) -> Result<(), (String, i32)> {
+    let Some(audit) = state.audit.as_deref() else {
+        return Ok(());
+    };
+    audit
+        .append(edit_entry(event, ask_id, uid, edit, error))
+        .map_err(|e| {
+            (
+                format!("the audit log cannot be written: {e}"),
+                e.raw_os_error().unwrap_or(libc::EIO),
+            )
+        })
 }

@@ -24,6 +24,24 @@ pub enum Decision {
     Deny(Option<String>),
 }
 
+/// The digest of the ask a JSON decision was made on (`"factsDigest"`,
+/// as the `pending` listing and an inbox entry show it), when it names
+/// one: the decision then counts only for that ask (`views::facts_digest`).
+/// `Err` when the field is there but not a string.
+pub fn bound_digest(text: &str) -> Result<Option<String>, String> {
+    let text = text.trim();
+    if !text.starts_with('{') {
+        return Ok(None);
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("decision is not valid JSON: {e}"))?;
+    match value.get("factsDigest") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(digest)) => Ok(Some(digest.clone())),
+        Some(_) => Err("\"factsDigest\" must be a string".into()),
+    }
+}
+
 /// Most patterns one decision may record.
 pub const MAX_DECISION_PATTERNS: usize = 64;
 /// Longest pattern a decision may record, in bytes.

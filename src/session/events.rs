@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex};
 
 /// Events kept per session for readers that fall behind.
 pub const EVENT_BACKLOG: usize = 4096;
+/// Bytes of events kept per session: an `arrived` line carries the ask's
+/// facts (up to a few hundred KB for a large ask), so 4096 of them could
+/// hold a gigabyte; past this the oldest go, as past the count.
+pub const EVENT_BACKLOG_BYTES: usize = 4 << 20;
 
 /// Hands bytes to a parked reader; false when the reader went away.
 pub type EventDeliver = Box<dyn FnOnce(Vec<u8>) -> bool + Send>;
@@ -21,6 +25,8 @@ pub type Cursor = Arc<Mutex<u64>>;
 pub struct EventLog {
     first_seq: u64,
     lines: VecDeque<String>,
+    /// The bytes `lines` holds.
+    bytes: usize,
     readers: Vec<(Cursor, usize, EventDeliver)>,
 }
 
@@ -45,9 +51,17 @@ impl EventLog {
             object.insert("seq".into(), json!(self.next_seq()));
             object.insert("time".into(), json!(super::ask::now_ms()));
         }
-        self.lines.push_back(event.to_string());
-        while self.lines.len() > EVENT_BACKLOG {
-            self.lines.pop_front();
+        let line = event.to_string();
+        self.bytes += line.len();
+        self.lines.push_back(line);
+        // The newest line always stays (a reader is never told only of a
+        // loss).
+        while self.lines.len() > EVENT_BACKLOG
+            || (self.bytes > EVENT_BACKLOG_BYTES && self.lines.len() > 1)
+        {
+            if let Some(old) = self.lines.pop_front() {
+                self.bytes -= old.len();
+            }
             self.first_seq += 1;
         }
         for (cursor, max, deliver) in std::mem::take(&mut self.readers) {

@@ -72,6 +72,15 @@ struct View {
 }
 
 impl View {
+    /// Bytes held by its unsubmitted request files.
+    fn draft_bytes(&self) -> usize {
+        self.targets
+            .values()
+            .flat_map(|t| t.drafts.values())
+            .map(Vec::len)
+            .sum()
+    }
+
     fn files(&self) -> usize {
         self.targets
             .values()
@@ -383,18 +392,46 @@ impl PiViews {
         offset: u64,
         data: &[u8],
     ) -> Result<(), AuthorityError> {
+        let limits = self.authority.limits();
         let mut views = self.lock();
+        let end = usize::try_from(offset)
+            .ok()
+            .and_then(|o| o.checked_add(data.len()))
+            .filter(|end| *end <= MAX_REQUEST_BYTES)
+            .ok_or(AuthorityError::TooLarge)?;
+        // What this write adds to the bytes held (drafts only grow here).
+        let held = target_mut(&mut views, session, target)?
+            .drafts
+            .get(name)
+            .map(Vec::len);
+        let growth = end.saturating_sub(held.unwrap_or(end));
+        if growth > 0 {
+            let own = views.get(session).map_or(0, View::draft_bytes);
+            if own + growth > limits.pi_draft_bytes {
+                return Err(AuthorityError::Full(format!(
+                    "session {session:?}'s pi view holds {own} bytes of unsubmitted requests; at most {} (limits.piDraftBytes)",
+                    limits.pi_draft_bytes
+                )));
+            }
+            let root = super::limits::root_of(session);
+            let tree: usize = views
+                .iter()
+                .filter(|(s, _)| super::limits::root_of(s) == root)
+                .map(|(_, v)| v.draft_bytes())
+                .sum();
+            if tree + growth > limits.tree_pi_draft_bytes {
+                return Err(AuthorityError::Full(format!(
+                    "the pi views of root {root:?}'s tree hold {tree} bytes of unsubmitted requests; at most {} (limits.treePiDraftBytes)",
+                    limits.tree_pi_draft_bytes
+                )));
+            }
+        }
         let t = target_mut(&mut views, session, target)?;
         let Some(draft) = t.drafts.get_mut(name) else {
             return Err(AuthorityError::Exists(
                 "the request was already submitted".into(),
             ));
         };
-        let end = usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_add(data.len()))
-            .filter(|end| *end <= MAX_REQUEST_BYTES)
-            .ok_or(AuthorityError::TooLarge)?;
         if draft.len() < end {
             draft.resize(end, 0);
         }

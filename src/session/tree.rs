@@ -100,6 +100,18 @@ pub struct SessionTree {
 }
 
 impl SessionTree {
+    /// How many sessions the tree of root `root` holds, the root included
+    /// (ids are paths, so they are one range of the map).
+    pub fn count_in_tree(&self, root: &str) -> usize {
+        let prefix = format!("{root}/");
+        let below = self
+            .sessions
+            .range(prefix.clone()..)
+            .take_while(|(id, _)| id.starts_with(&prefix))
+            .count();
+        below + usize::from(self.sessions.contains_key(root))
+    }
+
     pub fn get(&self, id: &str) -> Option<&Session> {
         self.sessions.get(id)
     }

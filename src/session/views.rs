@@ -40,13 +40,15 @@ impl Authority {
     /// `caller` may decide, oldest first: the `pending` listing. Each
     /// entry names the inbox file (relative to `session`'s directory) a
     /// decision goes to. Asks in inboxes `caller` may not decide at are
-    /// left out, and only counted.
+    /// left out, and only counted (`notShown`). The listing is bounded:
+    /// the oldest `limits.pendingShown` entries, and how many more wait
+    /// (`more`), so one open never copies thousands of asks.
     pub fn pending_below(&self, session: &str, caller: Caller) -> Option<serde_json::Value> {
         let state = lock(&self.state);
         state.tree.get(session)?;
         let prefix = format!("{session}/");
         let now = super::ask::now_ms();
-        let mut entries: Vec<(u64, u64, serde_json::Value)> = Vec::new();
+        let mut waiting: Vec<(u64, u64, &Ask, &str)> = Vec::new();
         let mut hidden = 0usize;
         for id in &state.pending {
             let Some(ask) = state.asks.get(id) else {
@@ -66,8 +68,16 @@ impl Authority {
                 hidden += 1;
                 continue;
             }
-            let mut entry = pending_entry(&state, ask);
             let arrived = ask.arrived_ms.unwrap_or(now);
+            let seq = super::ask::serial_of(&ask.id).unwrap_or(0);
+            waiting.push((arrived, seq, ask, at));
+        }
+        waiting.sort_by_key(|(arrived, seq, _, _)| (*arrived, *seq));
+        let shown = self.limits.pending_shown.min(waiting.len());
+        let more = waiting.len() - shown;
+        let mut entries = Vec::with_capacity(shown);
+        for (arrived, _, ask, at) in waiting.into_iter().take(shown) {
+            let mut entry = pending_entry(&state, ask);
             if let serde_json::Value::Object(object) = &mut entry {
                 let relative = at
                     .strip_prefix(&prefix)
@@ -94,19 +104,13 @@ impl Authority {
                         .as_millis() as u64),
                 );
             }
-            let seq = ask
-                .id
-                .split('-')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            entries.push((arrived, seq, entry));
+            entries.push(entry);
         }
-        entries.sort_by_key(|(arrived, seq, _)| (*arrived, *seq));
         Some(serde_json::json!({
             "session": session,
             "now": now,
-            "pending": entries.into_iter().map(|(_, _, e)| e).collect::<Vec<_>>(),
+            "pending": entries,
+            "more": more,
             "notShown": hidden,
         }))
     }
@@ -205,5 +209,23 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "suggestedGrants": grants(suggested_grants(ask)),
         "derivedGrants": grants(derived_grants(ask)),
         "lastError": ask.last_error,
+        "factsDigest": facts_digest(ask),
     })
+}
+
+/// A digest of what a person is shown of an ask and decides on: who asks
+/// (session and agent), what was asked, its facts and the asker's message.
+/// A decider that sends it back with its decision (`"factsDigest"`) has
+/// its decision refused unless the ask it reaches is the one it saw; none
+/// of these change while an ask waits.
+pub(super) fn facts_digest(ask: &Ask) -> String {
+    let shown = serde_json::json!({
+        "askId": ask.id,
+        "from": ask.origin,
+        "agent": ask.agent,
+        "asked": asked_view(ask.request.as_ref()),
+        "message": ask.request.as_ref().and_then(|r| r.message.clone()),
+        "facts": ask.facts.intents,
+    });
+    super::audit::sha256_hex(shown.to_string().as_bytes())
 }

@@ -49,7 +49,7 @@ impl Authority {
                 agent_name: agent.clone(),
             },
         );
-        let (request, facts, invalid) = match parsed {
+        let (mut request, mut facts, mut invalid) = match parsed {
             Ok(request) => {
                 let facts = requester.facts(&request.form);
                 (Some(request), facts, None)
@@ -71,9 +71,23 @@ impl Authority {
         if state.outboxes.contains_key(&key) {
             return Err(AuthorityError::Exists(format!("request {rid:?} exists")));
         }
+        // Past a bound the ask is answered `invalid` with the reason (so
+        // the asker can read it) and the write fails `ENOSPC`.
+        let bound = if invalid.is_none() {
+            self.pending_bound(&state, &origin_id)
+        } else {
+            None
+        };
+        if let Some(reason) = &bound {
+            tracing::warn!(%session, %rid, %reason, "ask refused");
+            invalid = Some(reason.clone());
+            request = None;
+            facts = Default::default();
+        }
         state.next_id += 1;
-        // `ask::serial_of` reads the number back.
-        let ask_id = format!("{}-{}", state.next_id, rid);
+        // `<epoch>.<serial>-<rid>`: unique across the daemon's lifetimes
+        // (`epoch.rs`); `ask::serial_of` reads the serial back.
+        let ask_id = format!("{}.{}-{}", state.epoch, state.next_id, rid);
         let now = Instant::now();
         state.asks.insert(
             ask_id.clone(),
@@ -100,6 +114,14 @@ impl Authority {
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
+        *state
+            .pending_by_origin
+            .entry(origin_id.clone())
+            .or_default() += 1;
+        *state
+            .pending_by_root
+            .entry(super::limits::root_of(&origin_id).to_string())
+            .or_default() += 1;
         let deadline = now + Duration::from_millis(timeout);
         if state.next_deadline.is_none_or(|next| deadline < next) {
             state.next_deadline = Some(deadline);
@@ -115,6 +137,9 @@ impl Authority {
                 Some(reason.clone()),
                 None,
             );
+            if bound.is_some() {
+                return Err(AuthorityError::Full(reason));
+            }
             return Err(AuthorityError::Invalid(reason));
         }
         self.walk(&mut state, &ask_id, &origin_id);

@@ -30,22 +30,27 @@ impl Daemon {
     /// Starts `permfs mount` with `config` as the global config, in `cwd`
     /// (the root session's cwd; a fresh temp dir when `None`).
     pub fn start(config: &str, cwd: Option<&Path>) -> Self {
-        Self::start_full(config, cwd, "main", None, &[])
+        Self::start_full(config, cwd, "main", None, &[], None)
+    }
+
+    /// Starts a daemon that logs at `info` into the file `log`.
+    pub fn start_with_log(config: &str, log: &Path) -> Self {
+        Self::start_full(config, None, "main", None, &[], Some(log))
     }
 
     /// Starts `permfs mount` with more options (`--threads 1`, …).
     pub fn start_with_args(config: &str, cwd: Option<&Path>, args: &[&str]) -> Self {
-        Self::start_full(config, cwd, "main", None, args)
+        Self::start_full(config, cwd, "main", None, args, None)
     }
 
     /// Starts a daemon whose config declares its own root session `root`.
     pub fn start_with_root(config: &str, root: &str) -> Self {
-        Self::start_full(config, None, root, None, &[])
+        Self::start_full(config, None, root, None, &[], None)
     }
 
     /// Starts a daemon that keeps its state (the audit log) in `state_dir`.
     pub fn start_with_state_dir(config: &str, state_dir: &Path) -> Self {
-        Self::start_full(config, None, "main", Some(state_dir), &[])
+        Self::start_full(config, None, "main", Some(state_dir), &[], None)
     }
 
     /// The daemon's process id.
@@ -59,6 +64,7 @@ impl Daemon {
         root: &str,
         state: Option<&Path>,
         args: &[&str],
+        log: Option<&Path>,
     ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let state_dir = state
@@ -79,8 +85,19 @@ impl Daemon {
             .arg(&state_dir)
             .args(args)
             .current_dir(cwd.unwrap_or(&work))
-            .env("PERMFS_LOG", "warn,fuser=error")
+            .env(
+                "PERMFS_LOG",
+                if log.is_some() {
+                    "info,fuser=error"
+                } else {
+                    "warn,fuser=error"
+                },
+            )
             .stdin(Stdio::null())
+            .stderr(match log {
+                Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+                None => Stdio::inherit(),
+            })
             .spawn()
             .expect("permfs starts");
         let daemon = Self {

@@ -49,9 +49,11 @@ impl PermFs {
             uid: req.uid(),
             in_daemon_namespace: false,
         };
-        match self.check_open_as(by_uid, node) {
-            Ok(()) => Ok(()),
-            Err(_) => self.check_open_as(self.caller(req), node),
+        // The first look, by uid alone, is no verdict: only the answer
+        // for the real caller is (and only a real refusal is logged).
+        match self.allows(by_uid, node) {
+            Ok(true) => Ok(()),
+            _ => self.check_open_as(self.caller(req), node),
         }
     }
     /// Looking a name up in a directory that is closed to others (its mode
@@ -65,7 +67,21 @@ impl PermFs {
         }
         self.check_open(req, dir)
     }
+    /// Refuses (`EACCES`, logged) what `caller` may not open or list.
     pub(super) fn check_open_as(&self, caller: Caller, node: &Node) -> Result<(), Errno> {
+        if self.allows(caller, node)? {
+            return Ok(());
+        }
+        tracing::info!(
+            uid = caller.uid,
+            sandboxed = !caller.in_daemon_namespace,
+            ?node,
+            "access refused"
+        );
+        Err(Errno::EACCES)
+    }
+    /// Whether `caller` may open or list `node`; says nothing.
+    fn allows(&self, caller: Caller, node: &Node) -> Result<bool, Errno> {
         let standing = |s: &str| self.authority.standing(s, caller).ok_or(Errno::ENOENT);
         let allowed = match node {
             Node::OutboxDir(s)
@@ -93,16 +109,6 @@ impl PermFs {
             | Node::JudgeLease(_) => self.is_operator(caller),
             _ => true,
         };
-        if allowed {
-            Ok(())
-        } else {
-            tracing::info!(
-                uid = caller.uid,
-                sandboxed = !caller.in_daemon_namespace,
-                ?node,
-                "access refused"
-            );
-            Err(Errno::EACCES)
-        }
+        Ok(allowed)
     }
 }

@@ -1,0 +1,130 @@
+//! Bounds on what one asker can make the daemon hold (issue 23, item 6),
+//! configurable in the global config's `"limits"` object.
+//!
+//! Without them a sandbox could spawn a 600-deep chain of long names (each
+//! session id is the whole path: 314 MB in under a second), 20,000
+//! children, or a thousand pending 60 KB asks, and one open of `pending`
+//! copied them all. Every bound is per session or per root session's tree
+//! (everything a sandbox can make lies under the session bound into it,
+//! so under one root): past a bound the call fails `ENOSPC` and the reason
+//! names the bound and its config key (in the response of a refused ask,
+//! in the daemon's log for a refused spawn).
+//!
+//! Only the global config sets limits: an agent-writable project layer
+//! must not raise them.
+
+use serde_json::Value;
+
+/// The bounds in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest session (a root is depth 0): `depth`.
+    pub depth: usize,
+    /// Children one session may have at once: `children`.
+    pub children: usize,
+    /// Sessions one root's tree may hold, the root included: `sessions`.
+    pub sessions: usize,
+    /// Asks one session may have waiting at once: `pendingAsks`.
+    pub pending_asks: usize,
+    /// Asks one root's tree may have waiting at once: `treePendingAsks`.
+    pub tree_pending_asks: usize,
+    /// Entries the `pending` listing shows (the oldest; the rest are
+    /// counted in `more`): `pendingShown`.
+    pub pending_shown: usize,
+    /// Bytes of unsubmitted request files one session's pi view may hold:
+    /// `piDraftBytes`.
+    pub pi_draft_bytes: usize,
+    /// The same for every pi view in one root's tree: `treePiDraftBytes`.
+    pub tree_pi_draft_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            depth: 32,
+            children: 256,
+            sessions: 1024,
+            pending_asks: 256,
+            tree_pending_asks: 256,
+            pending_shown: 100,
+            pi_draft_bytes: 1 << 20,
+            tree_pi_draft_bytes: 8 << 20,
+        }
+    }
+}
+
+/// The config keys, with the field each sets.
+const KEYS: &[&str] = &[
+    "depth",
+    "children",
+    "sessions",
+    "pendingAsks",
+    "treePendingAsks",
+    "pendingShown",
+    "piDraftBytes",
+    "treePiDraftBytes",
+];
+
+impl Limits {
+    /// The global config's `"limits"` (absent: the defaults). Each value is
+    /// a positive integer; an unknown key is an error, so a typo does not
+    /// silently leave a bound at its default.
+    pub fn parse(value: Option<&Value>) -> Result<Self, String> {
+        let mut limits = Self::default();
+        let Some(value) = value else {
+            return Ok(limits);
+        };
+        let object = value
+            .as_object()
+            .ok_or("\"limits\" must be an object of positive integers")?;
+        for (key, value) in object {
+            let n = value
+                .as_u64()
+                .filter(|n| *n >= 1)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or(format!("limits.{key} must be a positive integer"))?;
+            match key.as_str() {
+                "depth" => limits.depth = n,
+                "children" => limits.children = n,
+                "sessions" => limits.sessions = n,
+                "pendingAsks" => limits.pending_asks = n,
+                "treePendingAsks" => limits.tree_pending_asks = n,
+                "pendingShown" => limits.pending_shown = n,
+                "piDraftBytes" => limits.pi_draft_bytes = n,
+                "treePiDraftBytes" => limits.tree_pi_draft_bytes = n,
+                unknown => {
+                    return Err(format!(
+                        "limits: {}",
+                        crate::policy::config::unknown_key_message("key", unknown, KEYS)
+                    ))
+                }
+            }
+        }
+        Ok(limits)
+    }
+}
+
+/// The root session of `session` (the first component of its id).
+pub fn root_of(session: &str) -> &str {
+    session.split('/').next().unwrap_or(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_parse_with_defaults_and_refuse_typos() {
+        assert_eq!(Limits::parse(None), Ok(Limits::default()));
+        let limits =
+            Limits::parse(Some(&serde_json::json!({"depth": 4, "pendingAsks": 2}))).expect("valid");
+        assert_eq!(
+            (limits.depth, limits.pending_asks, limits.children),
+            (4, 2, 256)
+        );
+        assert!(Limits::parse(Some(&serde_json::json!({"dept": 4}))).is_err());
+        assert!(Limits::parse(Some(&serde_json::json!({"depth": 0}))).is_err());
+        assert!(Limits::parse(Some(&serde_json::json!([1]))).is_err());
+        assert_eq!(root_of("main/a/b"), "main");
+    }
+}
