@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod check_config;
 pub mod hook;
+pub mod hook_config;
 pub mod hook_event;
 pub mod mount;
 pub mod mount_client;
