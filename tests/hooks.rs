@@ -708,3 +708,87 @@ fn codex_gets_its_own_answer_forms() {
         }
     }
 }
+
+/// Runs `permfs hook` with `$XDG_RUNTIME_DIR` at `runtime`.
+fn hook_at_runtime(mount: &Path, event: &str, runtime: &Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("hook")
+        .arg("--mount")
+        .arg(mount)
+        .args(["--timeout-secs", "20"])
+        .env("PERMFS_LOG", "error")
+        .env("XDG_RUNTIME_DIR", runtime)
+        .env_remove("PERMFS_SESSION")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("permfs hook starts");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(event.as_bytes());
+    }
+    child.wait_with_output().expect("permfs hook ends")
+}
+
+/// A person's `allow` at Codex's PreToolUse also answers the
+/// PermissionRequest Codex raises for the same call (no second ask), once;
+/// the next PermissionRequest asks permfs again.
+#[test]
+fn a_persons_allow_at_codex_pre_tool_use_is_not_asked_twice() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let runtime = tempfile::tempdir().expect("temp dir");
+    let vars = [
+        ("SESSION", "px"),
+        ("CWD", cwd.as_str()),
+        ("COMMAND", "make deploy"),
+    ];
+    let pre = fixture("codex-pre-tool-use-bash.json", &vars);
+    let mount = daemon.mountpoint.clone();
+    let dir = runtime.path().to_path_buf();
+    let waiting = std::thread::spawn(move || hook_at_runtime(&mount, &pre, &dir));
+    eventually("the call waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    std::fs::write(&entry, "allow").expect("decided");
+    let output = waiting.join().expect("the hook returns");
+    assert!(
+        output.status.success() && output.stdout.is_empty(),
+        "{output:?}"
+    );
+    let request = fixture(
+        "codex-permission-request-bash.json",
+        &[vars[0], vars[1], vars[2], ("MODE", "default")],
+    );
+    let output = hook_at_runtime(&daemon.mountpoint, &request, runtime.path());
+    let answer: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        answer["hookSpecificOutput"]["decision"]["behavior"], "allow",
+        "{answer}"
+    );
+    assert!(daemon.inbox("main").is_empty(), "no second ask");
+    // The note is taken once: Codex asking again asks permfs again.
+    let mount = daemon.mountpoint.clone();
+    let dir = runtime.path().to_path_buf();
+    let again = std::thread::spawn(move || hook_at_runtime(&mount, &request, &dir));
+    eventually("the second request is a new ask", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    std::fs::write(&entry, "deny not twice").expect("decided");
+    let output = again.join().expect("the hook returns");
+    let answer: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let decision = &answer["hookSpecificOutput"]["decision"];
+    assert_eq!(decision["behavior"], "deny", "{answer}");
+    assert!(decision["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("not twice"));
+}

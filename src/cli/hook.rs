@@ -17,6 +17,7 @@
 pub use super::hook_config::AgentKind;
 use super::hook_config::{hook_command, running_binary, settings_snippet};
 use super::hook_event::{parse_event, session_name, Action, HookEvent};
+use super::hook_memo;
 use super::mount_client::MountClient;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -327,10 +328,34 @@ fn act(
                     client.ensure(&child, None, agent_type.as_deref())?;
                     child
                 }
-                None => session,
+                None => session.clone(),
             };
+            let form = FORM.get().copied();
+            if form == Some(Form::PermissionRequest) {
+                if let Some(reason) = hook_memo::take(&session, &asker, request) {
+                    return Ok(Outcome::Decided {
+                        allow: true,
+                        reason: format!("{reason} (at PreToolUse, moments before)"),
+                    });
+                }
+            }
             let answer = client.ask(&asker, request)?;
-            Ok(decision(&answer))
+            let outcome = decision(&answer);
+            // A person's one-time allow at Codex's PreToolUse answers the
+            // PermissionRequest of the same call (see hook_memo).
+            if let (
+                Some(Form::CodexPreToolUse),
+                Outcome::Decided {
+                    allow: true,
+                    reason,
+                },
+            ) = (form, &outcome)
+            {
+                if answer["decidedBy"]["kind"] == "user" {
+                    hook_memo::remember(&session, &asker, request, reason);
+                }
+            }
+            Ok(outcome)
         }
     }
 }
