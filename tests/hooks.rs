@@ -792,3 +792,144 @@ fn a_persons_allow_at_codex_pre_tool_use_is_not_asked_twice() {
         .unwrap_or("")
         .contains("not twice"));
 }
+
+/// `permfs hook …` with `$HOME` and `$CODEX_HOME` in `home`.
+fn hook_cli(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("hook")
+        .args(args)
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env_remove("PERMFS_MOUNT")
+        .env("PERMFS_LOG", "error")
+        .output()
+        .expect("permfs hook runs")
+}
+
+/// `install` merges into the agent's settings (other hooks and keys
+/// kept, a backup made, a file that is not JSON refused and left alone),
+/// and `check` tells whether the agent will run the hooks: Codex's are
+/// not until trusted, a missing binary or mount is reported.
+#[test]
+fn install_merges_and_check_tells_whether_the_hooks_will_run() {
+    let daemon = Daemon::start(CONFIG, None);
+    let home = tempfile::tempdir().expect("home");
+    let codex = home.path().join(".codex");
+    std::fs::create_dir_all(&codex).expect("codex home");
+    let hooks_json = codex.join("hooks.json");
+    std::fs::write(
+        &hooks_json,
+        r#"{"hooks": {"PreToolUse": [{"matcher": "^Bash$", "hooks": [{"type": "command", "command": "lint"}]}]}, "x": 1}"#,
+    )
+    .expect("existing hooks");
+    let mount = daemon.mountpoint.to_string_lossy().into_owned();
+    let output = hook_cli(home.path(), &["install", "codex", "--mount", &mount]);
+    assert!(output.status.success(), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        said.contains("backup:") && said.contains("/hooks"),
+        "{said}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&hooks_json).expect("written"))
+            .expect("JSON");
+    assert_eq!(written["x"], 1);
+    let pre = written["hooks"]["PreToolUse"].as_array().expect("list");
+    assert_eq!(pre.len(), 2, "{written}");
+    assert_eq!(pre[0]["hooks"][0]["command"], "lint");
+    assert_eq!(written["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"], 3);
+    // Installing again replaces permfs's entries, never doubles them.
+    assert!(
+        hook_cli(home.path(), &["install", "codex", "--mount", &mount])
+            .status
+            .success()
+    );
+    let again: Value =
+        serde_json::from_str(&std::fs::read_to_string(&hooks_json).expect("written"))
+            .expect("JSON");
+    assert_eq!(
+        again["hooks"]["PreToolUse"].as_array().map(Vec::len),
+        Some(2)
+    );
+    // Not trusted yet: check says so, and fails.
+    let output = hook_cli(home.path(), &["check", "codex"]);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("not trusted in Codex"), "{said}");
+    assert!(said.contains("answers"), "the mount is reachable: {said}");
+    // Trust recorded as Codex's /hooks records it: check passes.
+    let mut state = String::new();
+    for (event, group) in [
+        ("pre_tool_use", 1),
+        ("permission_request", 0),
+        ("session_start", 0),
+        ("session_end", 0),
+        ("subagent_start", 0),
+        ("subagent_stop", 0),
+    ] {
+        state.push_str(&format!(
+            "[hooks.state.\"{}:{event}:{group}:0\"]\ntrusted_hash = \"sha256:00\"\n",
+            hooks_json.display()
+        ));
+    }
+    std::fs::write(codex.join("config.toml"), state).expect("config");
+    let output = hook_cli(home.path(), &["check", "codex"]);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    // A binary that is gone is a problem check names.
+    let text = std::fs::read_to_string(&hooks_json).expect("read");
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_permfs")).expect("binary");
+    std::fs::write(
+        &hooks_json,
+        text.replace(&binary.display().to_string(), "/gone/permfs"),
+    )
+    .expect("edited");
+    let output = hook_cli(home.path(), &["check", "codex", "--user"]);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(said.contains("NO binary: /gone/permfs"), "{said}");
+    // Claude Code, in a project; a settings file that is not JSON is left alone.
+    let project = tempfile::tempdir().expect("project");
+    let dir = project.path().to_string_lossy().into_owned();
+    let settings = project.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().expect("parent")).expect("dir");
+    std::fs::write(&settings, "{ not json").expect("broken");
+    let output = hook_cli(
+        home.path(),
+        &[
+            "install",
+            "claude-code",
+            "--project",
+            "--dir",
+            &dir,
+            "--mount",
+            &mount,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("kept"),
+        "{ not json"
+    );
+    std::fs::remove_file(&settings).expect("removed");
+    let output = hook_cli(
+        home.path(),
+        &[
+            "install",
+            "claude-code",
+            "--project",
+            "--dir",
+            &dir,
+            "--mount",
+            &mount,
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    let output = hook_cli(
+        home.path(),
+        &["check", "claude-code", "--project", "--dir", &dir],
+    );
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("onFailure block"), "{said}");
+}

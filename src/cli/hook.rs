@@ -17,6 +17,7 @@
 pub use super::hook_config::AgentKind;
 use super::hook_config::{hook_command, running_binary, settings_snippet};
 use super::hook_event::{parse_event, session_name, Action, HookEvent};
+use super::hook_install;
 use super::hook_memo;
 use super::mount_client::MountClient;
 use serde_json::{json, Value};
@@ -35,7 +36,10 @@ const MAX_EVENT: u64 = 16 * 1024 * 1024;
 const SESSION_END_DEADLINE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct HookArgs {
+    #[command(subcommand)]
+    pub action: Option<HookAction>,
     /// The permfs mount (default: $PERMFS_MOUNT, else ./mount).
     #[arg(long)]
     pub mount: Option<PathBuf>,
@@ -60,6 +64,16 @@ pub struct HookArgs {
     /// Code's settings.json / Codex's hooks.json) and exit.
     #[arg(long, value_enum)]
     pub print_config: Option<AgentKind>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookAction {
+    /// Merge permfs's hooks into the agent's settings (a backup is kept;
+    /// other hooks stay) and say what trust step remains.
+    Install(hook_install::InstallArgs),
+    /// Tell whether the agent will really run permfs's hooks: installed,
+    /// trusted (Codex), binary executable, mount there, timeouts kept.
+    Check(hook_install::CheckArgs),
 }
 
 /// How a run ends.
@@ -94,6 +108,11 @@ enum Form {
 static FORM: OnceLock<Form> = OnceLock::new();
 
 pub fn run(args: HookArgs) -> i32 {
+    match args.action {
+        Some(HookAction::Install(install)) => return hook_install::install(install),
+        Some(HookAction::Check(check)) => return hook_install::check(check),
+        None => {}
+    }
     if let Some(agent) = args.print_config {
         return match print_config(agent, &args) {
             Ok(text) => {
