@@ -525,3 +525,86 @@ fn pi_s_client_in_permfs_run_asks_as_its_sandboxed_session() {
     // The session ended with the command.
     assert!(listing_of(&daemon.session("main").join("children")).is_empty());
 }
+
+/// The daemon killed while a pi child's ask waits for a person: the child
+/// would poll its dead view until its own 10 minutes; `permfs run --pi`
+/// stops it within seconds and says why.
+#[test]
+fn a_pi_child_stops_within_seconds_when_the_daemon_dies() {
+    pi_child_when_the_daemon(libc::SIGKILL);
+}
+
+fn pi_child_when_the_daemon(signal: i32) {
+    let Some(package) = reference_client() else {
+        return;
+    };
+    if !Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
+        return;
+    }
+    let daemon = Daemon::start(CONFIG, None);
+    let agent = tempfile::tempdir().expect("pi agent dir");
+    let script = format!(
+        "node node_modules/tsx/dist/cli.mjs src/zz-permfs-forward-client.ts \
+         \"$PI_CODING_AGENT_DIR/sessions/permission-forwarding\" \"$PI_SUBAGENT_PARENT_SESSION\" \
+         boxed-pi '{}'",
+        bash_details("make deploy")
+    );
+    let mut run = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .args(["run", "--mount"])
+        .arg(&daemon.mountpoint)
+        .args(["--pi", "--name", "doomed", "--cwd"])
+        .arg(&package)
+        .args(["--", "sh", "-c", &script])
+        .env("PI_CODING_AGENT_DIR", agent.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    eventually("the child's ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    // SAFETY: killing the daemon this test started.
+    unsafe { libc::kill(daemon.pid() as i32, signal) };
+    let killed = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("waits") {
+            break status;
+        }
+        if killed.elapsed() > std::time::Duration::from_secs(30) {
+            // SAFETY: as above.
+            unsafe { libc::kill(daemon.pid() as i32, libc::SIGCONT) };
+            let _ = run.kill();
+            let _ = run.wait();
+            panic!("permfs run --pi still waits 30 s after the daemon died");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: as above; a stopped daemon must run to unmount.
+    unsafe { libc::kill(daemon.pid() as i32, libc::SIGCONT) };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = run.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        killed.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        killed.elapsed()
+    );
+    // Stopped by permfs run, or ended by the client itself on the dead
+    // view: either way, within seconds and saying why.
+    let mut stdout = String::new();
+    if let Some(mut pipe) = run.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stdout);
+    }
+    assert!(
+        stderr.contains("permfs daemon stopped answering"),
+        "{stderr}\n{stdout}"
+    );
+    assert!(!stdout.contains("\"approved\":true"), "{stdout}");
+}

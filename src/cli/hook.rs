@@ -14,25 +14,32 @@
 //! stderr: exit 2 blocks in both, and the JSON `deny` covers an agent that
 //! reads stdout.
 
+pub use super::hook_config::AgentKind;
+use super::hook_config::{hook_command, running_binary, settings_snippet};
 use super::hook_event::{parse_event, session_name, Action, HookEvent};
+use super::hook_install;
+use super::hook_memo;
 use super::mount_client::MountClient;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The largest event read from stdin (a Write of a big file carries its
 /// content; permfs needs only the path, but the event must parse).
 const MAX_EVENT: u64 = 16 * 1024 * 1024;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AgentKind {
-    ClaudeCode,
-    Codex,
-}
+/// How long ending a session may take: the agents give `SessionEnd` 1.5 s
+/// (Claude Code) and 3 s (Codex), and a hook they kill is only a warning
+/// there, but a prompt exit says what went wrong.
+const SESSION_END_DEADLINE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct HookArgs {
+    #[command(subcommand)]
+    pub action: Option<HookAction>,
     /// The permfs mount (default: $PERMFS_MOUNT, else ./mount).
     #[arg(long)]
     pub mount: Option<PathBuf>,
@@ -41,16 +48,32 @@ pub struct HookArgs {
     /// agent's session itself.
     #[arg(long, default_value = "main")]
     pub parent: String,
-    /// How long to wait for an answer before denying (seconds). The
-    /// default outlasts permfs's own `forwardingTimeoutMs` (600 s by
-    /// default, which answers with a reason); keep it below the agent's
-    /// hook timeout, because a hook the agent kills is a non-blocking
-    /// error there.
+    /// How long the hook may take before it denies on its own (seconds):
+    /// a watchdog covers the whole run (a mount that does not answer, a
+    /// person who does not decide). The default outlasts permfs's own
+    /// `forwardingTimeoutMs` (600 s by default, which answers with a
+    /// reason); keep it below the agent's hook timeout, because a hook the
+    /// agent kills is a non-blocking error there.
     #[arg(long, default_value_t = 605)]
     pub timeout_secs: u64,
-    /// Print the settings snippet for this agent and exit.
+    /// The agent whose answer format to use (Codex accepts no `allow` at
+    /// PreToolUse). Without it, an event with a `turn_id` is Codex's.
+    #[arg(long, value_enum)]
+    pub agent: Option<AgentKind>,
+    /// Print the settings for this agent (the hooks object of Claude
+    /// Code's settings.json / Codex's hooks.json) and exit.
     #[arg(long, value_enum)]
     pub print_config: Option<AgentKind>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookAction {
+    /// Merge permfs's hooks into the agent's settings (a backup is kept;
+    /// other hooks stay) and say what trust step remains.
+    Install(hook_install::InstallArgs),
+    /// Tell whether the agent will really run permfs's hooks: installed,
+    /// trusted (Codex), binary executable, mount there, timeouts kept.
+    Check(hook_install::CheckArgs),
 }
 
 /// How a run ends.
@@ -64,16 +87,57 @@ enum Outcome {
     Failed(String),
 }
 
+/// The form an answer takes: who asked, and at which event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// Claude Code's PreToolUse: `permissionDecision` allow or deny.
+    ClaudePreToolUse,
+    /// Codex's PreToolUse: only a deny is an answer; an allow is silence
+    /// (Codex reports `permissionDecision: "allow"` as an unsupported
+    /// output and a failed hook), and the call goes on to Codex's own
+    /// approval, where the `PermissionRequest` hook answers for permfs.
+    CodexPreToolUse,
+    /// `PermissionRequest` (Codex, and Claude Code when configured):
+    /// `decision.behavior` allow or deny.
+    PermissionRequest,
+}
+
+/// The form of this run's answer, once the event is known; failures
+/// before that print a PreToolUse deny (exit 2 blocks whatever stdout
+/// holds).
+static FORM: OnceLock<Form> = OnceLock::new();
+
 pub fn run(args: HookArgs) -> i32 {
+    match args.action {
+        Some(HookAction::Install(install)) => return hook_install::install(install),
+        Some(HookAction::Check(check)) => return hook_install::check(check),
+        None => {}
+    }
     if let Some(agent) = args.print_config {
-        print!("{}", settings_snippet(agent, args.timeout_secs));
-        return 0;
+        return match print_config(agent, &args) {
+            Ok(text) => {
+                print!("{text}");
+                0
+            }
+            Err(reason) => {
+                eprintln!("permfs hook --print-config: {reason}");
+                1
+            }
+        };
     }
     // A panic must block the call too, never leave it to the agent.
     std::panic::set_hook(Box::new(|info| {
         fail_closed(&format!("permfs hook crashed: {info}"));
         std::process::exit(2);
     }));
+    let deadline = Duration::from_secs(args.timeout_secs.max(1));
+    arm_watchdog(
+        deadline,
+        format!(
+            "permfs hook: no answer within {}s (the hook's --timeout-secs): the call is blocked and the ask withdrawn; answer it sooner, or raise --timeout-secs and the agent's hook timeout together",
+            deadline.as_secs()
+        ),
+    );
     match handle(&args) {
         Outcome::Decided { allow, reason } => {
             if print_decision(allow, &reason) {
@@ -96,13 +160,60 @@ pub fn run(args: HookArgs) -> i32 {
     }
 }
 
-/// Prints the answer; false when it could not be written whole.
+/// The settings for `agent`, naming this very binary.
+fn print_config(agent: AgentKind, args: &HookArgs) -> Result<String, String> {
+    let binary = running_binary()?;
+    let mount = match args.mount.clone().or_else(|| {
+        std::env::var_os("PERMFS_MOUNT")
+            .filter(|m| !m.is_empty())
+            .map(PathBuf::from)
+    }) {
+        Some(mount) => Some(std::fs::canonicalize(&mount).map_err(|e| {
+            format!(
+                "the mount {} cannot be resolved ({e}); start permfs mount first",
+                mount.display()
+            )
+        })?),
+        None => None,
+    };
+    let command = hook_command(&binary, agent, args.timeout_secs, mount.as_deref())?;
+    Ok(settings_snippet(agent, &command, args.timeout_secs))
+}
+
+/// Denies on its own when the run outlasts `after`: whatever hangs (a
+/// mount whose daemon is stopped, a person who does not answer), the
+/// agent gets a blocking answer before its own timeout, which would not
+/// block. Exiting closes the ask's descriptor, which withdraws the ask.
+fn arm_watchdog(after: Duration, reason: String) {
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        fail_closed(&reason);
+        std::process::exit(2);
+    });
+}
+
+/// Prints the answer in this run's form; false when it could not be
+/// written whole.
 fn print_decision(allow: bool, reason: &str) -> bool {
-    let answer = json!({"hookSpecificOutput": {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": if allow { "allow" } else { "deny" },
-        "permissionDecisionReason": reason,
-    }});
+    let form = FORM.get().copied().unwrap_or(Form::ClaudePreToolUse);
+    let answer = match form {
+        Form::CodexPreToolUse if allow => return true,
+        Form::ClaudePreToolUse | Form::CodexPreToolUse => {
+            json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": if allow { "allow" } else { "deny" },
+                "permissionDecisionReason": reason,
+            }})
+        }
+        Form::PermissionRequest if allow => json!({"hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow"},
+        }}),
+        Form::PermissionRequest => json!({"hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": reason},
+        }}),
+    };
     let mut out = std::io::stdout().lock();
     writeln!(out, "{answer}").and_then(|()| out.flush()).is_ok()
 }
@@ -111,6 +222,20 @@ fn print_decision(allow: bool, reason: &str) -> bool {
 fn fail_closed(reason: &str) {
     let _ = print_decision(false, reason);
     let _ = writeln!(std::io::stderr(), "{reason}");
+}
+
+/// The answer form for `event`, from `--agent` or the event's shape.
+fn form_of(agent: Option<AgentKind>, raw: &Value, event: &HookEvent) -> Form {
+    let agent = agent.unwrap_or(if raw.get("turn_id").is_some() {
+        AgentKind::Codex
+    } else {
+        AgentKind::ClaudeCode
+    });
+    match (event.event_name.as_str(), agent) {
+        ("PermissionRequest", _) => Form::PermissionRequest,
+        (_, AgentKind::Codex) => Form::CodexPreToolUse,
+        (_, AgentKind::ClaudeCode) => Form::ClaudePreToolUse,
+    }
 }
 
 fn handle(args: &HookArgs) -> Outcome {
@@ -128,10 +253,21 @@ fn handle(args: &HookArgs) -> Outcome {
             ))
         }
     };
-    let event = match parse_event(&event) {
+    let raw = event;
+    let event = match parse_event(&raw) {
         Ok(event) => event,
         Err(error) => return Outcome::Failed(format!("permfs hook: {error}")),
     };
+    let _ = FORM.set(form_of(args.agent, &raw, &event));
+    if event.action == Action::EndSession {
+        arm_watchdog(
+            SESSION_END_DEADLINE,
+            format!(
+                "permfs hook: ending the agent's session took over {}s (is the daemon stopped?)",
+                SESSION_END_DEADLINE.as_secs()
+            ),
+        );
+    }
     let fixed = std::env::var("PERMFS_SESSION")
         .ok()
         .filter(|s| !s.is_empty());
@@ -144,10 +280,7 @@ fn handle(args: &HookArgs) -> Outcome {
         ),
         fixed => (MountClient::from_arg(args.mount.clone()), fixed),
     };
-    let client = Client {
-        tree,
-        timeout: Duration::from_secs(args.timeout_secs.max(1)),
-    };
+    let client = Client { tree };
     match act(&client, &args.parent, fixed.as_deref(), &event) {
         Ok(outcome) => outcome,
         Err(reason) => Outcome::Failed(format!("permfs hook: {reason}")),
@@ -214,10 +347,34 @@ fn act(
                     client.ensure(&child, None, agent_type.as_deref())?;
                     child
                 }
-                None => session,
+                None => session.clone(),
             };
+            let form = FORM.get().copied();
+            if form == Some(Form::PermissionRequest) {
+                if let Some(reason) = hook_memo::take(&session, &asker, request) {
+                    return Ok(Outcome::Decided {
+                        allow: true,
+                        reason: format!("{reason} (at PreToolUse, moments before)"),
+                    });
+                }
+            }
             let answer = client.ask(&asker, request)?;
-            Ok(decision(&answer))
+            let outcome = decision(&answer);
+            // A person's one-time allow at Codex's PreToolUse answers the
+            // PermissionRequest of the same call (see hook_memo).
+            if let (
+                Some(Form::CodexPreToolUse),
+                Outcome::Decided {
+                    allow: true,
+                    reason,
+                },
+            ) = (form, &outcome)
+            {
+                if answer["decidedBy"]["kind"] == "user" {
+                    hook_memo::remember(&session, &asker, request, reason);
+                }
+            }
+            Ok(outcome)
         }
     }
 }
@@ -285,10 +442,10 @@ fn describe(by: &Value) -> String {
     }
 }
 
-/// The mount, as the hook uses it: spawn, end and ask, with a deadline.
+/// The mount, as the hook uses it: spawn, end and ask (the run's
+/// watchdog is the deadline).
 struct Client {
     tree: MountClient,
-    timeout: Duration,
 }
 
 impl Client {
@@ -337,9 +494,9 @@ impl Client {
         }
     }
 
-    /// Asks `request` as session `id` on one descriptor, waiting at most
-    /// the hook's timeout. On timeout the process exits soon after, and
-    /// closing the descriptor withdraws the ask.
+    /// Asks `request` as session `id` on one descriptor; the run's
+    /// watchdog ends a wait that outlasts `--timeout-secs`, and the exit
+    /// closes the descriptor, which withdraws the ask.
     fn ask(&self, id: &str, request: &Value) -> Result<Value, String> {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -347,20 +504,9 @@ impl Client {
             .unwrap_or(0);
         let rid = format!("hook-{}-{stamp}", std::process::id());
         let path = self.tree.dir(id).join("outbox").join(&rid);
-        let body = request.to_string();
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = sender.send(exchange(&path, &body));
-        });
-        match receiver.recv_timeout(self.timeout) {
-            Ok(Ok(text)) => serde_json::from_str(&text)
-                .map_err(|e| format!("the answer of ask {rid} is not JSON: {e}")),
-            Ok(Err(e)) => Err(format!("cannot ask as session {id}: {e}")),
-            Err(_) => Err(format!(
-                "no answer within {}s (the hook's --timeout-secs): the ask is withdrawn; answer it sooner, or raise --timeout-secs and the agent's hook timeout together",
-                self.timeout.as_secs()
-            )),
-        }
+        let text = exchange(&path, &request.to_string())
+            .map_err(|e| format!("cannot ask as session {id}: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("the answer of ask {rid} is not JSON: {e}"))
     }
 }
 
@@ -377,60 +523,6 @@ fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
     let mut answer = String::new();
     file.read_to_string(&mut answer)?;
     Ok(answer)
-}
-
-/// The settings to paste: every tool call and the session and subagent
-/// lifecycle go through `permfs hook`, with a hook timeout a little above
-/// the hook's own, so permfs (which denies) times out first.
-pub fn settings_snippet(agent: AgentKind, timeout_secs: u64) -> String {
-    let agent_timeout = timeout_secs + 10;
-    let command = "permfs hook";
-    match agent {
-        AgentKind::ClaudeCode => {
-            let entry = |matcher: Option<&str>| {
-                let hook = json!({"type": "command", "command": command, "timeout": agent_timeout});
-                match matcher {
-                    Some(m) => json!([{"matcher": m, "hooks": [hook]}]),
-                    None => json!([{"hooks": [hook]}]),
-                }
-            };
-            let settings = json!({"hooks": {
-                "PreToolUse": entry(Some("*")),
-                "SessionStart": entry(None),
-                "SessionEnd": entry(None),
-                "SubagentStart": entry(None),
-                "SubagentStop": entry(None),
-            }});
-            // Plain JSON (no comment line), so it can be redirected into
-            // a file; where it goes is in the README.
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&settings).unwrap_or_default()
-            )
-        }
-        AgentKind::Codex => {
-            let mut text = String::from(
-                "# ~/.codex/config.toml (hooks on by default in recent Codex; older ones need\n# [features] codex_hooks = true); export PERMFS_MOUNT=/path/to/mount\n",
-            );
-            for (event, matcher) in [
-                // No matcher: every tool (Codex's matcher is a regex).
-                ("PreToolUse", None::<&str>),
-                ("SessionStart", None),
-                ("SessionEnd", None),
-                ("SubagentStart", None),
-                ("SubagentStop", None),
-            ] {
-                text.push_str(&format!("\n[[hooks.{event}]]\n"));
-                if let Some(m) = matcher {
-                    text.push_str(&format!("matcher = \"{m}\"\n"));
-                }
-                text.push_str(&format!(
-                    "[[hooks.{event}.hooks]]\ntype = \"command\"\ncommand = \"{command}\"\ntimeout = {agent_timeout}\n"
-                ));
-            }
-            text
-        }
-    }
 }
 
 #[cfg(test)]
@@ -464,18 +556,5 @@ mod tests {
             ),
             "rule bash \"git *\" (global)"
         );
-    }
-
-    #[test]
-    fn snippets_name_the_command() {
-        let claude = settings_snippet(AgentKind::ClaudeCode, 590);
-        let parsed: Value = serde_json::from_str(&claude).expect("plain JSON");
-        assert_eq!(
-            parsed["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
-            "permfs hook"
-        );
-        assert_eq!(parsed["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"], 600);
-        let codex = settings_snippet(AgentKind::Codex, 590);
-        assert!(codex.contains("[[hooks.PreToolUse]]") && codex.contains("timeout = 600"));
     }
 }

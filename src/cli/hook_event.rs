@@ -25,8 +25,8 @@ pub enum Action {
     },
     /// `SubagentStop`: end the subagent's child session.
     StopSubagent { agent_id: String },
-    /// `PreToolUse`: ask permfs this request, from the subagent's child
-    /// session when the call carries an `agent_id`.
+    /// `PreToolUse` / `PermissionRequest`: ask permfs this request, from
+    /// the subagent's child session when the call carries an `agent_id`.
     Ask {
         request: Value,
         agent_id: Option<String>,
@@ -87,8 +87,12 @@ pub fn parse_event(event: &Value) -> Result<HookEvent, String> {
         "SubagentStop" => Action::StopSubagent {
             agent_id: need_agent()?,
         },
-        "PreToolUse" => {
-            let tool = text(object, "tool_name").ok_or("the PreToolUse event has no tool_name")?;
+        // PermissionRequest (Codex, and Claude Code when configured) is
+        // the agent about to prompt for the same call: permfs judges it
+        // alike, and its answer replaces the agent's prompt.
+        "PreToolUse" | "PermissionRequest" => {
+            let tool = text(object, "tool_name")
+                .ok_or_else(|| format!("the {event_name} event has no tool_name"))?;
             let empty = Value::Object(Map::new());
             let input = object.get("tool_input").unwrap_or(&empty);
             let mut request = tool_request(tool, input, cwd)?;
@@ -186,6 +190,9 @@ pub fn tool_request(tool: &str, input: &Value, cwd: &str) -> Result<Value, Strin
         "Glob" => Ok(search_call("find")),
         "LS" => Ok(search_call("ls")),
         "WebFetch" => Ok(surface("webfetch", field(input, &["url"]))),
+        // Claude Code's sub-agent tool is `Agent` (2.1.x); the SDK's tool
+        // list still says `Task`: one surface, so one rule covers both.
+        "Agent" | "Task" => Ok(surface("agent", field(input, &["subagent_type"]))),
         "WebSearch" => Ok(surface("websearch", field(input, &["query"]))),
         _ => match tool.strip_prefix("mcp__") {
             Some(rest) => {
@@ -201,8 +208,26 @@ pub fn tool_request(tool: &str, input: &Value, cwd: &str) -> Result<Value, Strin
                     "arguments": input,
                 }}))
             }
-            None => Ok(surface(&tool.to_lowercase(), None)),
+            None => Ok(surface(&bare_tool_name(tool).to_lowercase(), None)),
         },
+    }
+}
+
+/// Codex's multi-agent tools arrive with their namespace glued on
+/// (`multi_agent_v1wait_agent`, and `multi_agent_v1.wait_agent` /
+/// `multi_agent_v1__wait_agent` elsewhere): the surface is the tool's own
+/// name (`wait_agent`), so a rule on `spawn_agent` holds whichever
+/// namespace version the agent runs.
+fn bare_tool_name(tool: &str) -> &str {
+    let Some(rest) = tool.strip_prefix("multi_agent_v") else {
+        return tool;
+    };
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let rest = rest.trim_start_matches(['.', '_', ':', '/']);
+    if rest.is_empty() {
+        tool
+    } else {
+        rest
     }
 }
 
@@ -303,6 +328,39 @@ mod tests {
             pre("TodoWrite", json!({"todos": []})),
             json!({"surface": "todowrite"})
         );
+    }
+
+    #[test]
+    fn drifting_tool_names_land_on_one_surface() {
+        for tool in [
+            "multi_agent_v1wait_agent",
+            "multi_agent_v1.wait_agent",
+            "multi_agent_v2__wait_agent",
+            "wait_agent",
+        ] {
+            assert_eq!(
+                pre(tool, json!({"ids": ["a"]})),
+                json!({"surface": "wait_agent"}),
+                "{tool}"
+            );
+        }
+        assert_eq!(
+            pre("multi_agent_v1", json!({})),
+            json!({"surface": "multi_agent_v1"})
+        );
+        for tool in ["Agent", "Task"] {
+            assert_eq!(
+                pre(tool, json!({"subagent_type": "Explore", "prompt": "p"})),
+                json!({"surface": "agent", "value": "Explore"})
+            );
+        }
+        let request = parse_event(&json!({
+            "session_id": "s", "turn_id": "t", "cwd": "/w",
+            "hook_event_name": "PermissionRequest", "permission_mode": "bypassPermissions",
+            "tool_name": "Bash", "tool_input": {"command": "ls"}
+        }))
+        .expect("valid");
+        assert!(matches!(request.action, Action::Ask { .. }));
     }
 
     #[test]

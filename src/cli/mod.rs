@@ -3,7 +3,10 @@
 pub mod audit;
 pub mod check_config;
 pub mod hook;
+pub mod hook_config;
 pub mod hook_event;
+pub mod hook_install;
+pub mod hook_memo;
 pub mod mount;
 pub mod mount_client;
 pub mod prompt;

@@ -199,7 +199,11 @@ fn start(args: RunArgs) -> Result<i32, String> {
     let code = exit_code(status);
     tracing::debug!(session = %session.id, code, "the command exited");
     session.end().map_err(|message| {
-        format!("the command exited with status {code}, but the session was left behind: {message}")
+        if message.contains(&std::io::Error::from_raw_os_error(libc::ENOTCONN).to_string()) {
+            format!("the command exited with status {code}, and the permfs daemon stopped answering ({message}): restart permfs mount")
+        } else {
+            format!("the command exited with status {code}, but the session was left behind: {message}")
+        }
     })?;
     Ok(code)
 }
@@ -563,6 +567,15 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
     drop(info_write);
     let namespace = Arc::new(AtomicU64::new(0));
     let reaper = Arc::new(AtomicI32::new(0));
+    // A pi child polls its forwarding view for an answer and would wait
+    // out its own 10 minutes on a dead one: when the authority stops
+    // answering, the agent is stopped within seconds instead.
+    let gone = sandbox
+        .pi
+        .as_ref()
+        .map(|_| watch_authority(sandbox.session_dir.join("session.json")));
+    let mut stopped_for: Option<String> = None;
+    let mut stopped_at: Option<std::time::Instant> = None;
     let reader = {
         let (namespace, reaper) = (namespace.clone(), reaper.clone());
         std::thread::spawn(move || read_info(info_read, &namespace, &reaper))
@@ -573,6 +586,11 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
                 // The pipe closes once the sandbox is gone: whether bwrap
                 // got as far as the command is known for sure then.
                 let _ = reader.join();
+                if let Some(reason) = stopped_for {
+                    return Err(format!(
+                        "the permfs daemon stopped answering ({reason}): the agent was stopped, so nothing it asked waits on a dead authority and nothing it asked runs unanswered; its session could not be ended (restart permfs mount)"
+                    ));
+                }
                 if namespace.load(Ordering::SeqCst) == 0 && status.code() == Some(1) {
                     return Err(
                         "bwrap could not set up the sandbox (its message is above); as another uid (--uid) it needs unprivileged user namespaces and that uid's access to the cwd and the mount".into(),
@@ -582,6 +600,28 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
             }
             Ok(None) => {}
             Err(e) => return Err(format!("waiting for bwrap: {e}")),
+        }
+        if stopped_for.is_none() {
+            if let Some(reason) = gone.as_ref().and_then(|g| g.lock().ok()?.clone()) {
+                tracing::warn!(%reason, "the permfs daemon stopped answering; stopping the agent");
+                forward(
+                    libc::SIGTERM,
+                    child.id(),
+                    namespace.load(Ordering::SeqCst),
+                    reaper.load(Ordering::SeqCst),
+                );
+                stopped_for = Some(reason);
+                stopped_at = Some(std::time::Instant::now());
+            }
+        } else if stopped_at.is_some_and(|t| t.elapsed() > AUTHORITY_PATIENCE) {
+            // It did not stop on SIGTERM: it does now.
+            forward(
+                libc::SIGKILL,
+                child.id(),
+                namespace.load(Ordering::SeqCst),
+                reaper.load(Ordering::SeqCst),
+            );
+            stopped_at = None;
         }
         let signal = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
         if signal != 0 {
@@ -594,6 +634,44 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How long a read of the session's `session.json` may take before the
+/// authority counts as gone (a daemon stopped, not dead, never answers).
+const AUTHORITY_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Reads `probe` (the session's `session.json`: a read, which the kernel
+/// cannot answer from its caches, reaches the daemon) every second; the
+/// returned slot gets the reason once a read fails (`ENOTCONN` once the
+/// daemon is dead, `ENOENT` once the session is gone) or outlasts
+/// [`AUTHORITY_PATIENCE`].
+fn watch_authority(probe: PathBuf) -> Arc<std::sync::Mutex<Option<String>>> {
+    let slot = Arc::new(std::sync::Mutex::new(None));
+    let out = slot.clone();
+    std::thread::spawn(move || loop {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let path = probe.clone();
+        std::thread::spawn(move || {
+            let _ = sender.send(std::fs::read(&path).map(drop));
+        });
+        let failure = match receiver.recv_timeout(AUTHORITY_PATIENCE) {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("{}: {e}", probe.display())),
+            Err(_) => Some(format!(
+                "{} unanswered for {}s",
+                probe.display(),
+                AUTHORITY_PATIENCE.as_secs()
+            )),
+        };
+        if let Some(reason) = failure {
+            if let Ok(mut slot) = out.lock() {
+                *slot = Some(reason);
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    slot
 }
 
 fn info_pipe() -> Result<(std::fs::File, std::os::fd::OwnedFd), String> {
