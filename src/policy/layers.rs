@@ -204,6 +204,10 @@ pub struct Policy {
     pub failed_closed: bool,
     /// The files that were layered, lowest first, with their origin.
     pub sources: Vec<(Origin, PathBuf)>,
+    /// The built-in guards on the authority alone (also the last rules of
+    /// `rules`, so views show them). Judging stacks this list after the
+    /// session grants, so no rule, grant, yolo or floor outranks it.
+    pub guard: Arc<CompiledRules>,
 }
 
 /// Where the layers come from.
@@ -586,8 +590,10 @@ impl PolicyLoader {
             invalid: invalid.clone(),
         };
         let mut composed = compose_rules(&set);
-        composed.extend(self.config_guard(cwd));
+        let guard_rules = self.config_guard(cwd);
+        composed.extend(guard_rules.iter().cloned());
         let rules = CompiledRules::compile(composed, &self.home)?;
+        let guard = Arc::new(CompiledRules::compile(guard_rules, &self.home)?);
         let failed_closed = !invalid.is_empty();
         if failed_closed {
             issues.extend(invalid);
@@ -601,6 +607,7 @@ impl PolicyLoader {
             issues,
             failed_closed,
             sources,
+            guard,
         })
     }
 }

@@ -787,8 +787,9 @@ impl Authority {
             .loader
             .policy(&cwd, agent.as_deref())
             .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
-        let (_, explanation) = crate::engine::explain(&[&policy.rules, &grants], &facts)
-            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let (_, explanation) =
+            crate::engine::explain(&[&policy.rules, &grants, &policy.guard], &facts)
+                .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
         let answer = serde_json::json!({
             "session": session,
             "agent": agent,
@@ -1001,6 +1002,23 @@ pub(super) fn finish(
     if ask.response.is_some() || !state.pending.remove(ask_id) {
         return;
     }
+    // The guards are final: whatever allowed a write to the authority (a
+    // rule, a grant, a judge, a person), it is denied, naming the guard.
+    let (outcome, decided_by, reason) = match (&ask.guarded, outcome) {
+        (Some(guard), Outcome::Allow) => {
+            tracing::warn!(ask = %ask.id, pattern = %guard.pattern, overruled = decided_by.kind(), "an allow of a write to the authority was overruled by its built-in guard");
+            (
+                Outcome::Deny,
+                DecidedBy::Guard {
+                    pattern: guard.pattern.clone(),
+                    reason: guard.reason.clone(),
+                    overruled: decided_by.kind().to_string(),
+                },
+                Some(guard.reason.clone()),
+            )
+        }
+        _ => (outcome, decided_by, reason),
+    };
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(

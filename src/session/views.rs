@@ -7,7 +7,7 @@ use super::access::{Caller, Standing};
 use super::ask::Ask;
 use super::authority::{lock, Authority, State};
 use super::decision::DECISION_FORMS;
-use super::grants::{derived_grants, suggested_grants};
+use super::grants::{bare_grants, derived_grants, suggested_grants};
 use crate::facts::request::Request;
 use std::time::Instant;
 
@@ -202,7 +202,10 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
         "facts": ask.facts.intents,
         "hops": ask.hops,
-        "suggestedGrants": grants(suggested_grants(ask)),
+        // What a bare `allow session` records: never an asker's
+        // suggestion broader than the derived patterns.
+        "suggestedGrants": grants(bare_grants(ask)),
+        "askerSuggestedGrants": grants(suggested_grants(ask)),
         "derivedGrants": grants(derived_grants(ask)),
         "lastError": ask.last_error,
     })

@@ -61,6 +61,19 @@ impl Authority {
             .policy(&cwd, agent.as_deref())
             .map(|p| p.settings.forwarding_timeout_ms)
             .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
+        let chain_cwds: Vec<String> = {
+            let state = lock(&self.state);
+            let mut cwds: Vec<String> = Vec::new();
+            let mut cursor = state.tree.get(session);
+            while let Some(node) = cursor {
+                if !cwds.contains(&node.cwd) {
+                    cwds.push(node.cwd.clone());
+                }
+                cursor = node.parent.as_ref().and_then(|p| state.tree.get(p));
+            }
+            cwds
+        };
+        let guarded = self.guard_met(&chain_cwds, &facts);
         let mut state = lock(&self.state);
         if state.tree.get(session).is_none() {
             return Err(AuthorityError::NotFound(format!(
@@ -96,6 +109,7 @@ impl Authority {
                 deadline_ms: super::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
+                guarded,
             }),
         );
         state.outboxes.insert(key, ask_id.clone());
@@ -224,13 +238,62 @@ impl Authority {
                 .loader
                 .policy(&node.cwd, agent.as_deref())
                 .map_err(|e| format!("policy for {:?} cannot be compiled: {e}", node.id))?;
-            let judgment = judge(&[&policy.rules, &node.compiled_grants], &ask.facts)
-                .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+            // The guard list last: no grant outranks it.
+            let judgment = judge(
+                &[&policy.rules, &node.compiled_grants, &policy.guard],
+                &ask.facts,
+            )
+            .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
             if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
                 worst = Some(judgment);
             }
         }
         worst.ok_or_else(|| "no agent to judge for".into())
+    }
+}
+
+impl Authority {
+    /// The built-in guard these facts meet at any of `cwds` (the asker's
+    /// and every ancestor's: each guards its own project layers), judged
+    /// on the guard lists alone. A guard that cannot be compiled or
+    /// evaluated guards everything (fail closed).
+    fn guard_met(
+        &self,
+        cwds: &[String],
+        facts: &crate::facts::request::FactSet,
+    ) -> Option<super::ask::Guarded> {
+        for cwd in cwds {
+            let policy = match self.loader.policy(cwd, None) {
+                Ok(policy) => policy,
+                Err(error) => {
+                    return Some(super::ask::Guarded {
+                        pattern: "*".into(),
+                        reason: format!("permfs: the built-in guards for {cwd} cannot be compiled ({error}), so nothing may be allowed"),
+                    })
+                }
+            };
+            match judge(&[&policy.guard], facts) {
+                Ok(judgment) if judgment.state == PermissionState::Deny => {
+                    let check = judgment.deciding_check();
+                    return Some(super::ask::Guarded {
+                        pattern: check
+                            .and_then(|c| c.matched_pattern.clone())
+                            .unwrap_or_default(),
+                        reason: check
+                            .and_then(|c| c.reason.clone())
+                            .unwrap_or_else(|| "permfs: a built-in guard on the authority".into()),
+                    });
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    return Some(super::ask::Guarded {
+                        pattern: "*".into(),
+                        reason: format!("permfs: the built-in guards cannot be evaluated ({error}), so nothing may be allowed"),
+                    })
+                }
+            }
+        }
+        None
     }
 }
 
