@@ -187,3 +187,38 @@ fn a_child_elsewhere_cannot_be_allowed_to_write_its_parents_layers() {
         .expect("the audit log names the guard");
     assert!(line.to_string().contains("deny"), "{line}");
 }
+
+#[test]
+fn every_agents_settings_and_policy_file_is_guarded() {
+    // Rules that allow every write: only the guards stand.
+    let daemon = Daemon::start(
+        r#"{"permission": {"*": "ask", "write": "allow", "path_write": {"*": "allow"}, "external_directory": "allow"}}"#,
+        None,
+    );
+    let work = work(&daemon);
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let ordinary = daemon.response(&daemon.ask("main", "o", &write_ask(&work.join("a.txt"))));
+    assert_eq!(ordinary["outcome"], "allow", "{ordinary}");
+    let guarded = [
+        PathBuf::from("/etc/claude-code/managed-settings.json"),
+        PathBuf::from("/etc/codex/config.toml"),
+        PathBuf::from("/etc/codex/requirements.toml"),
+        home.join(".codex/requirements.toml"),
+        home.join(".claude.json"),
+        home.join(".claude/settings.json"),
+        home.join(".pi/agent/settings.json"),
+        home.join(".pi/agent/extensions/pi-permission-system/config.json"),
+        work.join(".pi/settings.json"),
+        work.join(".pi/extensions/pi-permission-system/config.json"),
+        work.join(".codex/requirements.toml"),
+    ];
+    for (index, path) in guarded.iter().enumerate() {
+        let answer = daemon.response(&daemon.ask("main", &format!("s{index}"), &write_ask(path)));
+        assert_eq!(
+            answer["outcome"],
+            "deny",
+            "a write to {} was allowed: {answer}",
+            path.display()
+        );
+    }
+}

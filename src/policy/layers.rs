@@ -612,17 +612,66 @@ impl PolicyLoader {
     }
 }
 
-/// The files that install an agent's command hook (Claude Code's
-/// `settings*.json`, user and project; Codex's `config.toml` and
-/// `hooks.json`, user and project): `permfs hook` is only an authority
-/// while the agent cannot take it out of these.
+/// The files that install an agent's command hook or settle what the
+/// agent may do (its permission settings, managed policy, MCP servers,
+/// extensions): `permfs hook`, and permfs's word, are only an authority
+/// while the agent cannot rewrite these. Each entry is a `path_write`
+/// pattern (`*` crosses `/`).
+///
+/// Claude Code: `settings*.json` under `~/.claude`, `<cwd>/.claude` and
+/// `$CLAUDE_CONFIG_DIR`, its state file `~/.claude.json` (or
+/// `$CLAUDE_CONFIG_DIR/.claude.json`), and the managed `/etc/claude-code/`.
+/// Codex: `config.toml`, `requirements.toml` and `hooks.json` under
+/// `~/.codex`, `<cwd>/.codex` and `$CODEX_HOME`, and the system
+/// `/etc/codex/`. pi: its agent dir (`~/.pi/agent`, `$PI_CODING_AGENT_DIR`:
+/// settings, extensions and their configs, agents) and the project's
+/// `<cwd>/.pi/`. The variables are read from the daemon's environment
+/// (an agent started with another value is covered only at the defaults).
 pub fn hook_settings_files(home: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    agent_settings_files(
+        home,
+        cwd,
+        env_dir("CODEX_HOME").as_deref(),
+        env_dir("CLAUDE_CONFIG_DIR").as_deref(),
+        env_dir("PI_CODING_AGENT_DIR").as_deref(),
+    )
+}
+
+/// [`hook_settings_files`] with the agents' directory variables given.
+pub fn agent_settings_files(
+    home: &Path,
+    cwd: &Path,
+    codex_home: Option<&Path>,
+    claude_config_dir: Option<&Path>,
+    pi_agent_dir: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut claude_dirs = vec![home.join(".claude"), cwd.join(".claude")];
+    claude_dirs.extend(claude_config_dir.map(Path::to_path_buf));
+    let mut codex_dirs = vec![home.join(".codex"), cwd.join(".codex")];
+    codex_dirs.extend(codex_home.map(Path::to_path_buf));
     let mut files = Vec::new();
-    for base in [home, cwd] {
-        files.push(base.join(".claude").join("settings*.json"));
-        files.push(base.join(".codex").join("config.toml"));
-        files.push(base.join(".codex").join("hooks.json"));
+    for dir in &claude_dirs {
+        files.push(dir.join("settings*.json"));
     }
+    files.push(home.join(".claude.json"));
+    files.extend(claude_config_dir.map(|d| d.join(".claude.json")));
+    files.push(PathBuf::from("/etc/claude-code/*"));
+    for dir in &codex_dirs {
+        for name in ["config.toml", "requirements.toml", "hooks.json"] {
+            files.push(dir.join(name));
+        }
+    }
+    files.push(PathBuf::from("/etc/codex/*"));
+    files.push(home.join(".pi").join("agent").join("*"));
+    files.extend(pi_agent_dir.map(|d| d.join("*")));
+    files.push(cwd.join(".pi").join("*"));
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.clone()));
     files
 }
 
@@ -764,5 +813,74 @@ mod tests {
         assert!(guard
             .iter()
             .all(|r| r.surface == "path_write" && r.action == PermissionState::Deny));
+    }
+
+    #[test]
+    fn every_agents_settings_file_is_guarded() {
+        let home = Path::new("/home/u");
+        let cwd = Path::new("/w");
+        let files = agent_settings_files(
+            home,
+            cwd,
+            Some(Path::new("/ch")),
+            Some(Path::new("/cc")),
+            Some(Path::new("/pa")),
+        );
+        let guard = CompiledRules::compile(
+            files
+                .iter()
+                .map(|f| {
+                    Rule::new(
+                        "path_write",
+                        &f.to_string_lossy(),
+                        PermissionState::Deny,
+                        Origin::Builtin,
+                    )
+                })
+                .collect(),
+            "/home/u",
+        )
+        .expect("compiles");
+        let denied = |path: &str| {
+            crate::policy::evaluate::evaluate_any_value(
+                &[&guard],
+                "path_write",
+                &[path.to_string()],
+            )
+            .map(|v| v.rule.action == PermissionState::Deny)
+            .unwrap_or(false)
+        };
+        for path in [
+            "/etc/claude-code/managed-settings.json",
+            "/etc/codex/config.toml",
+            "/home/u/.codex/requirements.toml",
+            "/home/u/.codex/config.toml",
+            "/home/u/.codex/hooks.json",
+            "/home/u/.claude.json",
+            "/home/u/.claude/settings.json",
+            "/home/u/.claude/settings.local.json",
+            "/w/.claude/settings.local.json",
+            "/w/.codex/config.toml",
+            "/ch/config.toml",
+            "/ch/requirements.toml",
+            "/cc/settings.json",
+            "/cc/.claude.json",
+            "/home/u/.pi/agent/settings.json",
+            "/home/u/.pi/agent/extensions/pi-permission-system/config.json",
+            "/pa/extensions/pi-permission-system/config.json",
+            "/w/.pi/settings.json",
+            "/w/.pi/extensions/pi-permission-system/config.json",
+            "/w/.pi/agents/friend.md",
+        ] {
+            assert!(denied(path), "{path} is not guarded");
+        }
+        for path in [
+            "/w/src/main.rs",
+            "/home/u/notes.txt",
+            "/etc/hosts",
+            "/w/.claude/notes.md",
+        ] {
+            assert!(!denied(path), "{path} is guarded");
+        }
     }
 }
