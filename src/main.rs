@@ -20,6 +20,7 @@ fn main() {
         Command::Prompt(args) => permfs::cli::prompt::run(args),
         Command::Hook(args) => permfs::cli::hook::run(args),
         Command::Run(args) => permfs::cli::run::run(args),
+        Command::Trust(args) => permfs::cli::trust::run(args),
     };
     std::process::exit(code);
 }

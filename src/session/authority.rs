@@ -787,9 +787,10 @@ impl Authority {
             .loader
             .policy(&cwd, agent.as_deref())
             .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
-        let (_, explanation) =
-            crate::engine::explain(&[&policy.rules, &grants, &policy.guard], &facts)
-                .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let stack = crate::engine::stack_for(&policy, Some(&grants), &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let (_, explanation) = crate::engine::explain(&stack, &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
         let answer = serde_json::json!({
             "session": session,
             "agent": agent,
@@ -799,6 +800,7 @@ impl Authority {
             "grantsConsulted": grants.rules(),
             "policyIssues": policy.issues,
             "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+            "layerTrust": policy.layers,
         });
         let mut bytes = serde_json::to_vec_pretty(&answer)
             .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;

@@ -148,6 +148,11 @@ impl Authority {
                 "issues": policy.issues,
                 "failedClosed": policy.failed_closed,
                 "sources": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+                // Which project layers may widen, and why not: an untrusted
+                // one only narrows (its rules are in `narrowingRules`).
+                "layerTrust": policy.layers,
+                "trustStore": self.loader.trust_store(),
+                "narrowingRules": policy.narrowing.as_ref().map(|n| n.rules()),
                 "authorizerChain": self.chain_status(&policy.settings.authorizer_chain),
                 "yoloMode": policy.settings.yolo,
                 "forwardingTimeoutMs": policy.settings.forwarding_timeout_ms,

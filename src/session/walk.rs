@@ -238,12 +238,11 @@ impl Authority {
                 .loader
                 .policy(&node.cwd, agent.as_deref())
                 .map_err(|e| format!("policy for {:?} cannot be compiled: {e}", node.id))?;
-            // The guard list last: no grant outranks it.
-            let judgment = judge(
-                &[&policy.rules, &node.compiled_grants, &policy.guard],
-                &ask.facts,
-            )
-            .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+            // The guard list last (no grant outranks it); an untrusted
+            // project layer only narrows.
+            let judgment =
+                crate::engine::judge_with_policy(&policy, Some(&node.compiled_grants), &ask.facts)
+                    .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
             if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
                 worst = Some(judgment);
             }
