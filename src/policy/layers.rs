@@ -725,13 +725,13 @@ impl PolicyLoader {
         let settings = Settings {
             yolo: global.yolo_mode.unwrap_or(false),
             forwarding_timeout_ms: trusted_projects()
-                .last()
-                .and_then(|p| p.forwarding_timeout_ms)
+                .rev()
+                .find_map(|p| p.forwarding_timeout_ms)
                 .or(global.forwarding_timeout_ms)
                 .unwrap_or(DEFAULT_FORWARDING_TIMEOUT_MS),
             authorizer_chain: trusted_projects()
-                .filter_map(|p| p.authorizer_chain.clone())
-                .last()
+                .rev()
+                .find_map(|p| p.authorizer_chain.clone())
                 .or_else(|| global.authorizer_chain.clone())
                 .unwrap_or_default(),
             authorizer_trust: global.authorizer_trust.clone().unwrap_or_default(),
