@@ -782,7 +782,10 @@ impl Authority {
             )
         };
         let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = Requester::of_session(&canonical_cwd, principal).facts(&request.form);
+        let facts = super::walk::asker_facts(
+            &Requester::of_session(&canonical_cwd, principal),
+            &request.form,
+        );
         let policy = self
             .loader
             .policy(&cwd, agent.as_deref())

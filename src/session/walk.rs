@@ -51,7 +51,7 @@ impl Authority {
         );
         let (request, facts, invalid) = match parsed {
             Ok(request) => {
-                let facts = requester.facts(&request.form);
+                let facts = asker_facts(&requester, &request.form);
                 (Some(request), facts, None)
             }
             Err(reason) => (None, Default::default(), Some(reason)),
@@ -293,6 +293,38 @@ impl Authority {
             }
         }
         None
+    }
+}
+
+/// The facts of `form` as the process that asked sees the filesystem
+/// (ADR 0008: the child owns the facts). A sandboxed asker's paths are
+/// resolved in its own mount namespace, through its root; when that
+/// cannot be looked at, facts that touch the filesystem are unusable and
+/// the ask floors to `ask` (a bash line or surface that names no path
+/// does not depend on it).
+pub(super) fn asker_facts(
+    requester: &Requester,
+    form: &crate::facts::request::AskForm,
+) -> crate::facts::request::FactSet {
+    use crate::facts::fence::{asker_view, within_asker_root, AskerView};
+    use crate::facts::intent::Family;
+    match asker_view() {
+        AskerView::Daemon => requester.facts(form),
+        AskerView::Root(root) => within_asker_root(Some(&root), || requester.facts(form)),
+        AskerView::Unavailable(why) => {
+            let mut facts = requester.facts(form);
+            let touches_files = facts.intents.iter().any(|i| {
+                matches!(
+                    Family::of(&i.surface),
+                    Family::Path | Family::ExternalDirectory
+                )
+            });
+            if touches_files && facts.unusable.is_none() {
+                tracing::warn!(%why, "an ask's paths cannot be seen as its asker sees them: floored to ask");
+                facts.unusable = Some(why);
+            }
+            facts
+        }
     }
 }
 
