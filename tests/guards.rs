@@ -38,10 +38,16 @@ fn only_grant(daemon: &Daemon, session: &str) -> serde_json::Value {
         .expect("grant is JSON")
 }
 
-/// Asks from `main/c`, waits for the ask in main's inbox, writes
+/// Asks from `session`, waits for the ask in main's inbox, writes
 /// `decision` there and returns the answer.
-fn decided(daemon: &Daemon, rid: &str, request: &str, decision: &str) -> serde_json::Value {
-    let response = daemon.ask("main/c", rid, request);
+fn decided(
+    daemon: &Daemon,
+    session: &str,
+    rid: &str,
+    request: &str,
+    decision: &str,
+) -> serde_json::Value {
+    let response = daemon.ask(session, rid, request);
     eventually("the ask waits in main's inbox", || {
         daemon.inbox("main").len() == 1
     });
@@ -92,10 +98,11 @@ fn a_bare_allow_session_records_the_derived_pattern_not_the_agents_star() {
 fn no_grant_outranks_the_guards_on_the_authority() {
     let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, None);
     let work = work(&daemon);
-    std::fs::write(daemon.session("main").join("ctl"), "spawn c").expect("spawned");
-    // The person grants everything, explicitly.
+    // main asks and decides: its grants judge its own asks. The person
+    // grants everything, explicitly.
     let first = decided(
         &daemon,
+        "main",
         "n",
         &write_ask(&work.join("notes.txt")),
         "allow session *",
@@ -105,7 +112,7 @@ fn no_grant_outranks_the_guards_on_the_authority() {
         .to_string()
         .contains(r#""pattern":"*""#));
     // Ordinary writes are now the grant's.
-    let ordinary = daemon.response(&daemon.ask("main/c", "o", &write_ask(&work.join("a.txt"))));
+    let ordinary = daemon.response(&daemon.ask("main", "o", &write_ask(&work.join("a.txt"))));
     assert_eq!(ordinary["decidedBy"]["kind"], "session_approval");
     // The authority is not: project configs (whether they exist or not),
     // agent files, hook and settings files, the mount, the state dir.
@@ -122,7 +129,7 @@ fn no_grant_outranks_the_guards_on_the_authority() {
         daemon.dir.path().join("config.json"),
     ];
     for (index, path) in guarded.iter().enumerate() {
-        let answer = daemon.response(&daemon.ask("main/c", &format!("g{index}"), &write_ask(path)));
+        let answer = daemon.response(&daemon.ask("main", &format!("g{index}"), &write_ask(path)));
         assert_eq!(
             answer["outcome"],
             "deny",
@@ -142,17 +149,15 @@ fn no_grant_outranks_the_guards_on_the_authority() {
         r#"{{"tool":"bash","input":{{"command":"echo '{{}}' > {}"}}}}"#,
         work.join(".permfs/config.json").display()
     );
-    std::fs::write(daemon.session("main").join("ctl"), "spawn b").expect("spawned");
-    let first_bash = daemon.ask("main/b", "b1", r#"{"surface":"bash","value":"echo hi"}"#);
-    eventually("b's ask waits", || daemon.inbox("main").len() == 1);
-    let ask = daemon.inbox("main")[0].clone();
-    std::fs::write(
-        daemon.session("main").join("inbox").join(ask),
+    let first_bash = decided(
+        &daemon,
+        "main",
+        "b1",
+        r#"{"surface":"bash","value":"echo hi"}"#,
         "allow session *",
-    )
-    .expect("decided");
-    assert_eq!(daemon.response(&first_bash)["approved"], true);
-    let redirect = daemon.response(&daemon.ask("main/b", "b2", &bash));
+    );
+    assert_eq!(first_bash["approved"], true);
+    let redirect = daemon.response(&daemon.ask("main", "b2", &bash));
     assert_eq!(redirect["outcome"], "deny", "{redirect}");
 }
 
