@@ -14,6 +14,11 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
   fi
 fi
 mkdir -p mount
+# The global config stays in the repository (config/permfs.json, made
+# absolute by the daemon). An agent started with `permfs run` from here sees
+# config/ read-only (with .permfs/, .pi/, .claude/, .codex/), and an agent's
+# write to it is denied by a final guard; project layers count for `allow`
+# only once trusted: `permfs trust DIR`.
 # A first release build is one LTO unit: several minutes, with no output.
 [ -x target/release/permfs ] || echo "permfs: building the release binary (the first build takes several minutes)..." >&2
 exec cargo run --release --quiet -- mount ./mount --config config/permfs.json "$@"

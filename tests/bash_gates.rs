@@ -61,6 +61,8 @@ fn bash_tool_calls_match_the_reference_gate_pipeline() {
             project_file: Some(dir.path().join("no-project.json")),
             project_agents_dir: Some(dir.path().join("no-project-agents")),
             authority_dirs: Vec::new(),
+            // The reference layers every file: these tests check its semantics.
+            trust: permfs::policy::trust::Trust::All,
         })
         .expect("config loads");
         loaders.insert(name.clone(), loader);

@@ -170,6 +170,8 @@ impl Tree {
             project_file: None,
             project_agents_dir: None,
             authority_dirs: Vec::new(),
+            // The reference layers every file: these tests check its semantics.
+            trust: permfs::policy::trust::Trust::All,
         })
     }
 
@@ -1150,6 +1152,8 @@ fn explicit_project_file_and_agents_dirs() {
         project_file: Some(project),
         project_agents_dir: Some(tree.root.join("pa")),
         authority_dirs: Vec::new(),
+        // The reference layers every file: these tests check its semantics.
+        trust: permfs::policy::trust::Trust::All,
     })
     .expect("valid global");
     let policy = loader
@@ -1178,6 +1182,7 @@ fn explicit_project_file_and_agents_dirs() {
     );
     let loader = PolicyLoader::new(PolicySources {
         global: Some(global),
+        trust: permfs::policy::trust::Trust::All,
         ..Default::default()
     })
     .expect("valid global");

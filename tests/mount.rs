@@ -658,6 +658,21 @@ fn facts_are_fixed_at_the_asking_session() {
     };
     write_project(r#""src/*""#);
     let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, Some(&daemon_cwd));
+    // The operator trusts the project's layer as written (else its allow
+    // would not count).
+    let trust = || {
+        let status = Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .arg("trust")
+            .arg("--state-dir")
+            .arg(&daemon.state_dir)
+            .arg(&daemon_cwd)
+            .stderr(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .expect("permfs trust runs");
+        assert!(status.success());
+    };
+    trust();
     let worktree = std::fs::canonicalize(&worktree).expect("canonical");
     std::fs::write(
         daemon.session("main").join("ctl"),
@@ -679,6 +694,7 @@ fn facts_are_fixed_at_the_asking_session() {
     );
 
     write_project(&format!("\"{}/src/*\"", daemon_cwd.display()));
+    trust();
     // The daemon re-reads layer files at most every 250 ms.
     std::thread::sleep(Duration::from_millis(300));
     daemon.ask(

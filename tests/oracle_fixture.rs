@@ -146,6 +146,8 @@ fn loader_for(case: &Value, dir: &Path) -> PolicyLoader {
         project_file: Some(project),
         project_agents_dir: Some(dir.join("project-agents")),
         authority_dirs: Vec::new(),
+        // The reference layers every file: these tests check its semantics.
+        trust: permfs::policy::trust::Trust::All,
     })
     .unwrap_or_else(|e| panic!("the oracle accepted this global config, permfs refused it: {e}"))
 }

@@ -15,12 +15,24 @@ pub struct CheckConfigArgs {
     /// `.md` files are agent layers.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// The daemon's state dir, whose `trust.json` says which project
+    /// layers may widen (default: as `permfs mount`).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
 }
 
 pub fn run(args: CheckConfigArgs) -> i32 {
     let mut maps = Vec::new();
     let mut failed = false;
     let mut yolo = false;
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(crate::mount::default_state_dir);
+    let store = crate::policy::trust::store_file(&state_dir);
+    let records = crate::policy::trust::Records::load(&store);
+    // (origin, file, trusted, why not) per layer loaded.
+    let mut layers: Vec<serde_json::Value> = Vec::new();
     for (index, file) in args.files.iter().enumerate() {
         let is_agent = file.extension().is_some_and(|e| e == "md");
         let loaded = if is_agent {
@@ -49,8 +61,34 @@ pub fn run(args: CheckConfigArgs) -> i32 {
                     (false, 0) => Origin::Global,
                     (false, _) => Origin::Project,
                 };
-                eprintln!("{}: ok ({origin} layer)", file.display());
-                maps.push((origin, map));
+                // A project layer widens only as trusted (the global and
+                // agent layers are the operator's).
+                let trust = if origin == Origin::Project {
+                    let file = crate::facts::fence::canonicalize(file).unwrap_or(file.clone());
+                    match (&records, crate::facts::fence::read(&file)) {
+                        (Ok(records), Ok(bytes)) => {
+                            records.verdict_for_file(&file, &crate::policy::trust::digest(&bytes))
+                        }
+                        (Err(error), _) => Err(error.clone()),
+                        (_, Err(error)) => Err(format!("{}: {error}", file.display())),
+                    }
+                } else {
+                    Ok(())
+                };
+                match &trust {
+                    Ok(()) => eprintln!("{}: ok ({origin} layer)", file.display()),
+                    Err(why) => eprintln!(
+                        "{}: ok ({origin} layer), untrusted: it may only narrow ({why})",
+                        file.display()
+                    ),
+                }
+                layers.push(json!({
+                    "file": file,
+                    "origin": origin,
+                    "trusted": trust.is_ok(),
+                    "whyNot": trust.as_ref().err(),
+                }));
+                maps.push((origin, map, trust.is_ok()));
             }
             Err(error) => {
                 eprintln!("{error}");
@@ -59,11 +97,24 @@ pub fn run(args: CheckConfigArgs) -> i32 {
         }
     }
     let set = LayerSet {
-        layers: maps.iter().map(|(o, m)| (*o, m)).collect(),
+        layers: maps.iter().map(|(o, m, _)| (*o, m)).collect(),
         yolo,
         invalid: Vec::new(),
     };
     let rules = compose_rules(&set);
+    // What may widen: the trusted layers alone (an untrusted layer's
+    // deny and ask still count where they are stricter).
+    let trusted_rules = maps.iter().any(|(_, _, trusted)| !trusted).then(|| {
+        compose_rules(&LayerSet {
+            layers: maps
+                .iter()
+                .filter(|(_, _, trusted)| *trusted)
+                .map(|(o, m, _)| (*o, m))
+                .collect(),
+            yolo,
+            invalid: Vec::new(),
+        })
+    });
     // The built-in denies that come after every config rule and that no
     // config drops: shown so nobody is surprised by them. The mount point
     // and state dir are added by `permfs mount`; the config files by the
@@ -81,7 +132,12 @@ pub fn run(args: CheckConfigArgs) -> i32 {
         .collect();
     println!(
         "{}",
-        json!({ "rules": rules, "builtInDenies": {"surface": "path_write", "patterns": built_in} })
+        json!({
+            "rules": rules,
+            "layers": layers,
+            "trustedRules": trusted_rules,
+            "builtInDenies": {"surface": "path_write", "patterns": built_in, "final": true},
+        })
     );
     i32::from(failed)
 }

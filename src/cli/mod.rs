@@ -12,6 +12,7 @@ pub mod mount_client;
 pub mod prompt;
 pub mod resolve;
 pub mod run;
+pub mod trust;
 pub mod untrusted;
 
 use clap::{Parser, Subcommand};
@@ -48,6 +49,10 @@ pub enum Command {
     /// the session at /permfs, its cwd at the same path, the system
     /// read-only, nothing else of the mount; the session ends with it.
     Run(run::RunArgs),
+    /// Trust a project's layers (its .permfs/, .pi/ configs and agent
+    /// files) as they are now, so their allow rules count; pinned by
+    /// digest in the state dir. `--revoke` forgets, `--list` shows.
+    Trust(trust::TrustArgs),
     /// Internal: runs a command judge under a subreaper that kills
     /// everything it started when the review ends (the daemon starts it).
     #[command(hide = true)]

@@ -215,6 +215,22 @@ fn patterns_of(ask: &Value, key: &str) -> Vec<String> {
     out
 }
 
+/// The patterns an `s`/`u`/`A` editor starts with: the suggestion only
+/// when none of it is broader than what permfs derived from the facts,
+/// else the derived patterns. The person types anything broader.
+fn prefill(ask: &serde_json::Value) -> Vec<String> {
+    let derived = patterns_of(ask, "derivedGrants");
+    let suggested = patterns_of(ask, "suggestedGrants");
+    let within = suggested
+        .iter()
+        .all(|p| matches!(breadth(p, &derived), Breadth::Same | Breadth::Narrower));
+    if within {
+        suggested
+    } else {
+        derived
+    }
+}
+
 fn breadth_note(pattern: &str, derived: &[String]) -> Span<'static> {
     match breadth(pattern, derived) {
         Breadth::Same => Span::styled("  [as suggested]", Style::default().fg(Color::Green)),
@@ -612,10 +628,7 @@ impl App {
             KeyCode::Char('d') => self.decide(serde_json::json!({"decision": "deny"}), "denied"),
             KeyCode::Char('r') => self.mode = Mode::Reason(String::new()),
             KeyCode::Char(c @ ('s' | 'u' | 'A')) => {
-                let mut lines = self
-                    .current()
-                    .map(|a| patterns_of(a, "suggestedGrants"))
-                    .unwrap_or_default();
+                let mut lines = self.current().map(prefill).unwrap_or_default();
                 if lines.is_empty() {
                     lines.push(String::new());
                 }

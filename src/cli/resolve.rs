@@ -1,7 +1,7 @@
 //! `permfs resolve`: the engine without a mount, for testing a config and
 //! for conformance checks against the reference.
 
-use crate::engine::judge::{judge, Judgment, SurfaceCheck};
+use crate::engine::judge::{Judgment, SurfaceCheck};
 use crate::facts::intent::{is_path_surface, AccessIntent, Principal};
 use crate::facts::memo::Snapshot;
 use crate::facts::request::{AskForm, FactSet, Request, Requester};
@@ -36,6 +36,12 @@ pub struct ResolveArgs {
     /// The agent to scope rules to, unless a request names its own.
     #[arg(long)]
     pub agent: Option<String>,
+    /// Judge project layers as the daemon with this state dir does: only
+    /// the ones trusted there (`permfs trust`) may widen. Without it every
+    /// layer counts, as the reference layers them (this command authorizes
+    /// nothing; it shows what files say).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Runs the command; the exit code is 0 when every line resolved, 1 when
@@ -47,6 +53,10 @@ pub fn run(args: ResolveArgs) -> i32 {
         project_file: args.project.clone(),
         project_agents_dir: args.project_agents_dir.clone(),
         authority_dirs: Vec::new(),
+        trust: match &args.state_dir {
+            Some(dir) => crate::policy::trust::Trust::Store(dir.clone()),
+            None => crate::policy::trust::Trust::All,
+        },
     }) {
         Ok(loader) => loader,
         Err(error) => {
@@ -256,8 +266,8 @@ fn resolve_line(
         .policy(&requester.cwd, agent)
         .map_err(|e| format!("policy cannot be compiled: {e}"))?;
     let facts = requester.facts(&request.form);
-    let judgment =
-        judge(&[&policy.rules], &facts).map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+    let judgment = crate::engine::judge_with_policy(&policy, None, &facts)
+        .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
     Ok(Resolved {
         form: request.form,
         facts,

@@ -98,8 +98,28 @@ pub struct Sandbox {
     /// `$HOME`, made as an empty directory when nothing bound holds it,
     /// so tools that write caches there work (and lose them at the end).
     pub home: Option<PathBuf>,
+    /// Paths under the cwd that govern an agent (permfs's and the agents'
+    /// config and agent files, the global config or state dir when they
+    /// lie there): read-only inside the sandbox.
+    pub protected: Vec<Protected>,
     pub command: Vec<OsString>,
 }
+
+/// A top-level entry of the cwd the sandbox may not write. The entry
+/// itself is bound (not the file in it): a bind mount point cannot be
+/// renamed or removed, so the sandbox cannot move it aside and put its own
+/// in its place. One that does not exist yet is an empty read-only tmpfs,
+/// so it cannot be created writable either (bwrap makes the empty
+/// directory it mounts on; `permfs run` removes it afterwards).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Protected {
+    pub path: PathBuf,
+    pub exists: bool,
+}
+
+/// The entries of the cwd that permfs or a known agent reads its rules,
+/// hooks or settings from.
+const GOVERNING_ENTRIES: &[&str] = &[".permfs", ".pi", ".claude", ".codex", ".claude.json"];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PiBinding {
@@ -165,6 +185,7 @@ fn start(args: RunArgs) -> Result<i32, String> {
     } else {
         None
     };
+    let protected = protected_entries(&cwd, &authority_files(&tree, &parent)?)?;
     let line = spawn_line(&name, &args, &cwd)?;
     // From here on a signal is noted, never fatal, so the session is
     // always ended; one that came before the command started stops it.
@@ -179,6 +200,7 @@ fn start(args: RunArgs) -> Result<i32, String> {
         home: std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|home| home.is_absolute()),
+        protected,
         command: args.command,
     };
     if let Some(pi) = &sandbox.pi {
@@ -195,7 +217,26 @@ fn start(args: RunArgs) -> Result<i32, String> {
             "stopped by signal {signal} before the command started; session {id} is ended"
         ));
     }
-    let status = supervise(&bwrap, &sandbox, args.uid.filter(|_| euid == 0))?;
+    // The mount points of missing entries are made here (as the caller,
+    // who may write the cwd where a `--uid` may not), removed afterwards.
+    // One that appeared meanwhile is someone else's and stays.
+    let mut made: Vec<&Path> = Vec::new();
+    for entry in sandbox.protected.iter().filter(|p| !p.exists) {
+        match std::fs::create_dir(&entry.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                tracing::debug!(path = %entry.path.display(), error = %e, "left to bwrap to make");
+                made.push(&entry.path);
+            }
+            Ok(()) => made.push(&entry.path),
+        }
+    }
+    let status = supervise(&bwrap, &sandbox, args.uid.filter(|_| euid == 0));
+    // The empty mount points (a sandbox could not fill them).
+    for path in made {
+        let _ = std::fs::remove_dir(path);
+    }
+    let status = status?;
     let code = exit_code(status);
     tracing::debug!(session = %session.id, code, "the command exited");
     session.end().map_err(|message| {
@@ -206,6 +247,75 @@ fn start(args: RunArgs) -> Result<i32, String> {
         }
     })?;
     Ok(code)
+}
+
+/// The files the daemon judges the parent by that are not in the cwd's
+/// usual places: the global config, the agents dir's files, every layer
+/// file, the trust store (from the parent's `rules.json`).
+fn authority_files(tree: &MountClient, parent: &str) -> Result<Vec<PathBuf>, String> {
+    let path = tree.dir(parent).join("rules.json");
+    let view: serde_json::Value = std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            format!(
+                "cannot read {} to learn which config files the sandbox must not write: {e}",
+                path.display()
+            )
+        })?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for key in ["sources", "layerTrust"] {
+        for entry in view[key].as_array().into_iter().flatten() {
+            files.extend(entry["file"].as_str().map(PathBuf::from));
+        }
+    }
+    files.extend(view["trustStore"].as_str().map(PathBuf::from));
+    Ok(files)
+}
+
+/// The top-level entries of `cwd` to keep read-only: the governing names,
+/// and the entry holding any of `files` that lies under the cwd. A symlink
+/// is followed to what it names (when that is under the cwd, its entry is
+/// protected; elsewhere the sandbox cannot write it); one that names
+/// nothing is refused, since the sandbox could create its target.
+pub fn protected_entries(cwd: &Path, files: &[PathBuf]) -> Result<Vec<Protected>, String> {
+    let top = |path: &Path| -> Option<PathBuf> {
+        let rest = path.strip_prefix(cwd).ok()?;
+        rest.components().next().map(|first| cwd.join(first))
+    };
+    let mut candidates: Vec<PathBuf> = GOVERNING_ENTRIES.iter().map(|n| cwd.join(n)).collect();
+    for file in files {
+        let absolute = crate::facts::fence::canonicalize_lenient(file).unwrap_or(file.clone());
+        candidates.extend(top(file));
+        candidates.extend(top(&absolute));
+    }
+    let mut protected: Vec<Protected> = Vec::new();
+    let mut add = |path: PathBuf, exists: bool| {
+        if !protected.iter().any(|p| p.path == path) {
+            protected.push(Protected { path, exists });
+        }
+    };
+    for entry in candidates {
+        match std::fs::symlink_metadata(&entry) {
+            Ok(meta) if meta.file_type().is_symlink() => match entry.canonicalize() {
+                Ok(target) => {
+                    if let Some(inner) = top(&target) {
+                        add(inner, true);
+                    }
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "{} is a symlink to nothing: the sandbox could create what it names and write its rules there; remove it or create its target",
+                        entry.display()
+                    ))
+                }
+            },
+            Ok(_) => add(entry, true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => add(entry, false),
+            Err(e) => return Err(format!("{}: {e}", entry.display())),
+        }
+    }
+    Ok(protected)
 }
 
 /// `bwrap` on `$PATH`, or how to install it.
@@ -391,6 +501,20 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
     let holds_mount = |dir: &Path| sandbox.mount.starts_with(dir);
     if holds_mount(&sandbox.cwd) || SYSTEM_DIRS.iter().any(|d| holds_mount(Path::new(d))) {
         push(&["--tmpfs".as_ref(), sandbox.mount.as_ref()]);
+    }
+    // What governs an agent stays read-only (after the cwd's bind, which
+    // it covers).
+    for entry in &sandbox.protected {
+        if entry.exists {
+            push(&[
+                "--ro-bind".as_ref(),
+                entry.path.as_ref(),
+                entry.path.as_ref(),
+            ]);
+        } else {
+            push(&["--tmpfs".as_ref(), entry.path.as_ref()]);
+            push(&["--remount-ro".as_ref(), entry.path.as_ref()]);
+        }
     }
     push(&[
         "--bind".as_ref(),
@@ -768,8 +892,42 @@ mod tests {
             pi: None,
             parent: "main".into(),
             home: Some(PathBuf::from("/home/u")),
+            protected: Vec::new(),
             command: vec!["sh".into(), "-c".into(), "true".into()],
         }
+    }
+
+    #[test]
+    fn what_governs_an_agent_is_read_only_and_what_is_missing_cannot_be_made() {
+        let dir = tempfile::tempdir().expect("temp");
+        let cwd = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir(cwd.join(".permfs")).expect("dir");
+        std::fs::create_dir_all(cwd.join("config")).expect("dir");
+        let global = cwd.join("config/permfs.json");
+        std::fs::write(&global, "{}").expect("config");
+        let protected = protected_entries(&cwd, &[global, PathBuf::from("/etc/elsewhere.json")])
+            .expect("protected");
+        let entry = |name: &str| protected.iter().find(|p| p.path == cwd.join(name)).cloned();
+        assert_eq!(entry(".permfs").map(|p| p.exists), Some(true));
+        assert_eq!(entry(".pi").map(|p| p.exists), Some(false));
+        assert_eq!(
+            entry("config").map(|p| p.exists),
+            Some(true),
+            "{protected:?}"
+        );
+        assert!(!protected.iter().any(|p| p.path.starts_with("/etc")));
+        let mut sandbox = sandbox("/srv/mnt", &cwd.to_string_lossy());
+        sandbox.protected = protected;
+        let args = words(&sandbox_args(&sandbox));
+        let permfs = cwd.join(".permfs").display().to_string();
+        let pi = cwd.join(".pi").display().to_string();
+        assert!(has(&args, &["--ro-bind", &permfs, &permfs]), "{args:?}");
+        assert!(
+            has(&args, &["--tmpfs", &pi, "--remount-ro", &pi]),
+            "{args:?}"
+        );
+        std::os::unix::fs::symlink(cwd.join("nowhere"), cwd.join(".codex")).expect("link");
+        assert!(protected_entries(&cwd, &[]).is_err_and(|why| why.contains("symlink to nothing")));
     }
 
     fn words(args: &[OsString]) -> Vec<String> {

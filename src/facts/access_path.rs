@@ -210,8 +210,15 @@ impl CwdCache {
         &self.home
     }
 
-    /// The canonical cwd, as [`canonical_cwd`] gives it now.
+    /// The canonical cwd, as [`canonical_cwd`] gives it now. Always as
+    /// the daemon sees it (the session's cwd was fixed there at spawn),
+    /// also while a sandboxed asker's facts are fixed in its own root: the
+    /// cache is the session's, shared by every asker.
     pub fn canonical(&self) -> String {
+        super::fence::within_asker_root(None, || self.canonical_here())
+    }
+
+    fn canonical_here(&self) -> String {
         let known = self.known.lock().map(|k| k.clone()).unwrap_or(None);
         if let Some((canonical, id)) = known {
             let still = directory_id(&canonical) == Some(id)

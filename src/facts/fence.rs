@@ -34,7 +34,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 /// Symlinks followed in one walk before it gives up (`ELOOP`), as the
@@ -136,7 +136,7 @@ impl Stat {
 /// [`Fenced`]. A relative path is taken from the daemon's cwd.
 pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
     let fenced = fenced();
-    if fenced.is_empty() {
+    if fenced.is_empty() && !in_asker_root() {
         return std::fs::canonicalize(path);
     }
     walk(path, true, &fenced)
@@ -152,7 +152,7 @@ pub fn canonicalize(path: &Path) -> std::io::Result<PathBuf> {
 /// mount has no symlinks). `Err` for a loop or no permission.
 pub fn canonicalize_lenient(path: &Path) -> std::io::Result<PathBuf> {
     let fenced = fenced();
-    if fenced.is_empty() {
+    if fenced.is_empty() && !in_asker_root() {
         return lenient_by_std(path);
     }
     match walk(path, true, &fenced) {
@@ -165,7 +165,7 @@ pub fn canonicalize_lenient(path: &Path) -> std::io::Result<PathBuf> {
 /// `stat(2)` of `path` (symlinks followed).
 pub fn metadata(path: &Path) -> std::io::Result<Stat> {
     let fenced = fenced();
-    if fenced.is_empty() {
+    if fenced.is_empty() && !in_asker_root() {
         return std::fs::metadata(path).map(|meta| Stat::of(&meta));
     }
     walk(path, true, &fenced)
@@ -177,7 +177,7 @@ pub fn metadata(path: &Path) -> std::io::Result<Stat> {
 /// itself; symlinks before it are followed).
 pub fn symlink_metadata(path: &Path) -> std::io::Result<Stat> {
     let fenced = fenced();
-    if fenced.is_empty() {
+    if fenced.is_empty() && !in_asker_root() {
         return std::fs::symlink_metadata(path).map(|meta| Stat::of(&meta));
     }
     walk(path, false, &fenced)
@@ -312,6 +312,146 @@ fn root() -> std::io::Result<(Dir, Stat)> {
     }
 }
 
+/// Where a walk starts, and where an absolute symlink leads back to: the
+/// asker's root inside [`within_asker_root`], else `/`.
+fn start() -> std::io::Result<(Dir, Stat)> {
+    let asker = ASKER_ROOT.with(|r| r.borrow().clone());
+    match asker {
+        Some(asker) => Ok((Dir::Entry(asker.fd.try_clone()?), asker.stat)),
+        None => root(),
+    }
+}
+
+/// A sandboxed asker's root directory (`/proc/<pid>/root`), held open:
+/// walks inside [`within_asker_root`] start there, `..` never climbs above
+/// it and an absolute symlink leads back to it, so a path is resolved as
+/// the asker's own mount namespace shows it (what `openat2`'s
+/// `RESOLVE_IN_ROOT` does, one component at a time on descriptors).
+#[derive(Debug)]
+pub struct AskerRoot {
+    fd: OwnedFd,
+    stat: Stat,
+}
+
+/// How the process that raised an ask sees the filesystem.
+#[derive(Debug, Clone)]
+pub enum AskerView {
+    /// As the daemon does (same mount namespace, or outside the mount:
+    /// the library, `permfs resolve`).
+    Daemon,
+    /// Through its own root.
+    Root(Arc<AskerRoot>),
+    /// It could not be looked at (why): facts that touch the filesystem
+    /// then floor to `ask`.
+    Unavailable(String),
+}
+
+thread_local! {
+    /// The pid of the caller whose FUSE request this thread is serving
+    /// (set by the mount around the handlers that raise asks).
+    static ASKER_PID: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// The root walks start at while facts are fixed for a sandboxed asker.
+    static ASKER_ROOT: std::cell::RefCell<Option<Arc<AskerRoot>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn in_asker_root() -> bool {
+    ASKER_ROOT.with(|r| r.borrow().is_some())
+}
+
+/// Marks this thread as serving a request of process `pid` until dropped
+/// (the mount's handlers that may raise an ask). Cheap: the process is
+/// looked at only when an ask is raised ([`asker_view`]).
+pub struct AskerScope {
+    previous: Option<u32>,
+}
+
+impl AskerScope {
+    pub fn enter(pid: u32) -> Self {
+        Self {
+            previous: ASKER_PID.with(|p| p.replace(Some(pid))),
+        }
+    }
+}
+
+impl Drop for AskerScope {
+    fn drop(&mut self) {
+        ASKER_PID.with(|p| p.set(self.previous));
+    }
+}
+
+/// The daemon's mount namespace (`/proc/self/ns/mnt`), read once.
+fn daemon_namespace() -> Option<&'static PathBuf> {
+    static NS: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    NS.get_or_init(|| std::fs::read_link("/proc/self/ns/mnt").ok())
+        .as_ref()
+}
+
+/// How the caller of the request this thread serves sees the filesystem:
+/// [`AskerView::Daemon`] outside a mount handler or for a caller in the
+/// daemon's mount namespace, its root for one elsewhere, or why it could
+/// not be looked at.
+///
+/// Races: `/proc/<pid>` is opened once and everything is read through
+/// that descriptor, so the namespace compared and the root opened are of
+/// one process (a process that exits meanwhile fails the reads, never
+/// lends its pid's successor); the namespace is read again after the root
+/// is opened and must not have changed.
+pub fn asker_view() -> AskerView {
+    match ASKER_PID.with(std::cell::Cell::get) {
+        None => AskerView::Daemon,
+        Some(0) => AskerView::Unavailable("the kernel did not say which process asked".into()),
+        Some(pid) => match open_process_root(pid) {
+            Ok(None) => AskerView::Daemon,
+            Ok(Some(root)) => AskerView::Root(Arc::new(root)),
+            Err(why) => AskerView::Unavailable(format!(
+                "the asker's own view of the filesystem (process {pid}) cannot be looked at: {why}"
+            )),
+        },
+    }
+}
+
+fn open_process_root(pid: u32) -> Result<Option<AskerRoot>, String> {
+    use nix::fcntl::{openat, readlinkat, OFlag, AT_FDCWD};
+    let daemon = daemon_namespace().ok_or("the daemon's own mount namespace is unreadable")?;
+    let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mode = nix::sys::stat::Mode::empty();
+    let proc_dir = openat(AT_FDCWD, format!("/proc/{pid}").as_str(), dir_flags, mode)
+        .map_err(|e| format!("/proc/{pid}: {e}"))?;
+    let namespace = |what: &str| {
+        readlinkat(&proc_dir, "ns/mnt")
+            .map(PathBuf::from)
+            .map_err(|e| format!("/proc/{pid}/ns/mnt ({what}): {e}"))
+    };
+    let before = namespace("before")?;
+    if &before == daemon {
+        return Ok(None);
+    }
+    // `root` is a magic link: followed, it is the process's root directory
+    // in its own mount namespace.
+    let fd =
+        openat(&proc_dir, "root", dir_flags, mode).map_err(|e| format!("/proc/{pid}/root: {e}"))?;
+    if namespace("after")? != before {
+        return Err("it changed its mount namespace while being looked at".into());
+    }
+    let stat = statx_fd(fd.as_fd()).map_err(|e| format!("/proc/{pid}/root: {e}"))?;
+    Ok(Some(AskerRoot { fd, stat }))
+}
+
+/// Runs `f` with every walk of this thread inside `root` (none: as the
+/// daemon sees it).
+pub fn within_asker_root<R>(root: Option<&Arc<AskerRoot>>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Arc<AskerRoot>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            ASKER_ROOT.with(|r| *r.borrow_mut() = previous);
+        }
+    }
+    let previous = ASKER_ROOT.with(|r| r.replace(root.cloned()));
+    let _restore = Restore(previous);
+    f()
+}
+
 /// The devices fenced now (written once, at mount).
 fn fenced() -> std::sync::RwLockReadGuard<'static, Vec<u64>> {
     FENCED.read().unwrap_or_else(|p| p.into_inner())
@@ -320,6 +460,12 @@ fn fenced() -> std::sync::RwLockReadGuard<'static, Vec<u64>> {
 fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
+    } else if in_asker_root() {
+        // The daemon's cwd means nothing in the asker's filesystem.
+        return Err(Stop::Failed(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is relative", path.display()),
+        )));
     } else {
         std::env::current_dir()?.join(path)
     };
@@ -340,7 +486,7 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
         Stop::Fenced { error, lenient }
     };
 
-    let (mut current, mut stat) = root()?;
+    let (mut current, mut stat) = start()?;
     if is_fenced(&stat) {
         let error = std::io::Error::other(Fenced {
             path: PathBuf::from("/"),
@@ -404,7 +550,7 @@ fn walk(path: &Path, follow_last: bool, fenced: &[u64]) -> Result<Found, Stop> {
             }
             let target = read_link(fd.as_fd())?;
             if target.is_absolute() {
-                (current, stat) = root()?;
+                (current, stat) = start()?;
                 above.clear();
                 resolved = PathBuf::from("/");
             }
@@ -677,5 +823,64 @@ mod tests {
             through,
             Err(Stop::Fenced { lenient, .. }) if lenient == Path::new("/proc/self/status")
         ));
+    }
+
+    /// A directory as an asker's root, as `/proc/<pid>/root` would be.
+    fn root_at(path: &Path) -> Arc<AskerRoot> {
+        let fd = open_path(None, path.as_os_str()).expect("root opened");
+        let stat = statx_fd(fd.as_fd()).expect("root stat");
+        Arc::new(AskerRoot { fd, stat })
+    }
+
+    #[test]
+    fn inside_an_askers_root_paths_resolve_as_the_asker_sees_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        std::fs::create_dir_all(root.join("tmp")).expect("dirs");
+        std::fs::create_dir_all(root.join("etc")).expect("dirs");
+        std::fs::create_dir_all(root.join("work")).expect("dirs");
+        std::fs::write(root.join("etc/shadow"), b"secret").expect("file");
+        // An absolute link means the asker's /etc, a relative one climbs
+        // no higher than its root.
+        std::os::unix::fs::symlink("/etc/shadow", root.join("tmp/x")).expect("link");
+        std::os::unix::fs::symlink("/tmp/x", root.join("work/innocent.txt")).expect("link");
+        std::os::unix::fs::symlink("../../../../etc/shadow", root.join("work/up")).expect("link");
+        let asker = root_at(&root);
+        let seen = within_asker_root(Some(&asker), || {
+            (
+                canonicalize(Path::new("/work/innocent.txt")).ok(),
+                canonicalize(Path::new("/work/up")).ok(),
+                canonicalize_lenient(Path::new("/tmp/missing/a")).ok(),
+                symlink_metadata(Path::new("/tmp/x")).map(|s| s.kind).ok(),
+                canonicalize(Path::new("relative")).is_err(),
+            )
+        });
+        assert_eq!(seen.0, Some(PathBuf::from("/etc/shadow")));
+        assert_eq!(seen.1, Some(PathBuf::from("/etc/shadow")));
+        assert_eq!(seen.2, Some(PathBuf::from("/tmp/missing/a")));
+        assert_eq!(seen.3, Some(Kind::Symlink));
+        assert!(seen.4, "a relative path means nothing in the asker's root");
+        // Outside the scope, the daemon's own view again.
+        assert!(canonicalize(Path::new("/work/innocent.txt")).is_err());
+    }
+
+    #[test]
+    fn this_process_is_seen_as_the_daemon_sees_and_pid_zero_is_unknown() {
+        let own = {
+            let _scope = AskerScope::enter(std::process::id());
+            asker_view()
+        };
+        assert!(matches!(own, AskerView::Daemon), "{own:?}");
+        let unknown = {
+            let _scope = AskerScope::enter(0);
+            asker_view()
+        };
+        assert!(matches!(unknown, AskerView::Unavailable(_)), "{unknown:?}");
+        let gone = {
+            let _scope = AskerScope::enter(u32::MAX);
+            asker_view()
+        };
+        assert!(matches!(gone, AskerView::Unavailable(_)), "{gone:?}");
+        assert!(matches!(asker_view(), AskerView::Daemon));
     }
 }

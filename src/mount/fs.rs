@@ -683,6 +683,9 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // An ask raised here fixes its facts as this caller sees the
+        // filesystem (its own mount namespace when it is sandboxed).
+        let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         // What this read's interrupt, if any, will name.
         let unique: u64 = req.unique().into();
         // An exchange's answer is read from where its first read started.
@@ -790,6 +793,9 @@ impl Filesystem for PermFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // An ask raised here fixes its facts as this caller sees the
+        // filesystem (its own mount namespace when it is sandboxed).
+        let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         // A decision on an ask that has just left the inbox is told
         // `EALREADY` by the authority, not `ENOENT` here.
         let node = match self.inodes.node(ino.0) {
@@ -911,12 +917,15 @@ impl Filesystem for PermFs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        // An ask raised here fixes its facts as this caller sees the
+        // filesystem (its own mount namespace when it is sandboxed).
+        let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         if let Some(Node::PiRequest(s, t, name)) = self.inodes.node(ino.0) {
             let writer = self.pi_writers.lock().is_ok_and(|w| w.contains(&fh.0));
             return match writer.then(|| self.pi.close(&s, &t, &name, false)) {
@@ -931,7 +940,7 @@ impl Filesystem for PermFs {
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -939,6 +948,9 @@ impl Filesystem for PermFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // An ask raised here fixes its facts as this caller sees the
+        // filesystem (its own mount namespace when it is sandboxed).
+        let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         let node = self.inodes.node(ino.0);
         match &node {
             // Only a written handle raises at its last close; a reader's
@@ -1031,6 +1043,9 @@ impl Filesystem for PermFs {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        // An ask raised here fixes its facts as this caller sees the
+        // filesystem (its own mount namespace when it is sandboxed).
+        let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         // Only within a pi view's `requests/`: the pi child's atomic write
         // (`<id>.json.<pid>.<ms>.tmp` → `<id>.json`), which asks.
         let (Some(name), Some(newname)) = (name.to_str(), newname.to_str()) else {

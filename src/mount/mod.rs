@@ -201,20 +201,25 @@ pub fn run(options: MountOptions) -> i32 {
     let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
     // The mount point and the state dir are the authority itself: no
     // agent's path_write may reach them (built-in deny rules).
-    let authority_dirs = [mountpoint.to_path_buf(), state_dir.clone()]
-        .into_iter()
-        .map(|dir| {
-            if dir.is_absolute() {
-                dir
-            } else {
-                std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
-            }
-        })
-        .collect();
+    let absolute = |dir: PathBuf| {
+        if dir.is_absolute() {
+            dir
+        } else {
+            std::env::current_dir().map(|c| c.join(&dir)).unwrap_or(dir)
+        }
+    };
+    let state_dir = absolute(state_dir);
+    let authority_dirs = vec![absolute(mountpoint.to_path_buf()), state_dir.clone()];
+    // Absolute, so the views (`rules.json` sources) name the file itself
+    // and `permfs run` can keep a sandbox from writing it.
+    let global = options.config.clone().map(absolute);
     let loader = match PolicyLoader::new(PolicySources {
-        global: options.config.clone(),
-        agents_dir: options.agents_dir.clone(),
+        global,
+        agents_dir: options.agents_dir.clone().map(absolute),
         authority_dirs,
+        // Project layers widen only as the operator trusted them, pinned
+        // in the state dir (`permfs trust`).
+        trust: crate::policy::trust::Trust::Store(state_dir.clone()),
         ..Default::default()
     }) {
         Ok(loader) => loader,

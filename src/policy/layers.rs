@@ -204,6 +204,30 @@ pub struct Policy {
     pub failed_closed: bool,
     /// The files that were layered, lowest first, with their origin.
     pub sources: Vec<(Origin, PathBuf)>,
+    /// The built-in guards on the authority alone (also the last rules of
+    /// `rules`, so views show them). Judging stacks this list after the
+    /// session grants, so no rule, grant, yolo or floor outranks it.
+    pub guard: Arc<CompiledRules>,
+    /// Every layer file found, lowest first, with whether its rules may
+    /// widen (`trusted`) and why not.
+    pub layers: Vec<LayerTrust>,
+    /// When a layer is untrusted: every layer composed as the reference
+    /// composes them (untrusted ones included), guard last. `rules` then
+    /// holds the trusted layers alone; a node judges with both and keeps
+    /// the stricter verdict, so an untrusted layer's `deny` and `ask`
+    /// count and its `allow` never does.
+    pub narrowing: Option<Arc<CompiledRules>>,
+}
+
+/// A layer file and whether the operator trusted it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LayerTrust {
+    pub origin: Origin,
+    pub file: PathBuf,
+    pub trusted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
 }
 
 /// Where the layers come from.
@@ -221,6 +245,9 @@ pub struct PolicySources {
     /// inboxes take decisions) and the state dir (the audit log). `permfs
     /// mount` sets them; writing under them is denied by a built-in rule.
     pub authority_dirs: Vec<PathBuf>,
+    /// Which project layers may widen authority (the global config and
+    /// the agents dir are the operator's and always may).
+    pub trust: super::trust::Trust,
 }
 
 /// Loads and caches policies. The global config must be valid at start;
@@ -305,6 +332,15 @@ impl PolicyLoader {
     /// The global config file, when there is one.
     pub fn global_path(&self) -> Option<&Path> {
         self.sources.global.as_deref()
+    }
+
+    /// Where project layers' trust is recorded (the daemon's state dir's
+    /// `trust.json`), when a store decides it.
+    pub fn trust_store(&self) -> Option<PathBuf> {
+        match &self.sources.trust {
+            super::trust::Trust::Store(dir) => Some(super::trust::store_file(dir)),
+            _ => None,
+        }
     }
 
     /// The global config as read at start.
@@ -404,34 +440,45 @@ impl PolicyLoader {
         if let Some(agents) = &self.sources.agents_dir {
             add(&mut targets, agents, true);
         }
-        let config_targets = targets.len();
         // The authority itself and the hook that calls it: an agent that
         // could write into an inbox would decide its own asks, and one that
-        // could edit its hook settings would remove the hook.
+        // could edit its hook settings would remove the hook. Listed first,
+        // so where one of these also names a config file (`<cwd>/.pi/*`)
+        // the config's more precise reason is the one that matches last.
+        let mut authority: Vec<String> = Vec::new();
         for dir in &self.sources.authority_dirs {
-            add(&mut targets, dir, false);
-            add(&mut targets, dir, true);
+            add(&mut authority, dir, false);
+            add(&mut authority, dir, true);
         }
         for file in hook_settings_files(Path::new(&self.home), cwd) {
-            add(&mut targets, &file, false);
+            add(&mut authority, &file, false);
         }
-        targets
-            .into_iter()
-            .enumerate()
-            .map(|(index, pattern)| {
-                let reason = if index < config_targets {
-                    "permfs: an agent may not edit the permission configuration it is judged by"
-                } else {
-                    "permfs: an agent may not write to its own permission authority (the permfs mount, its state, the agent's hook settings)"
-                };
-                Rule::new(
-                    "path_write",
-                    &pattern,
-                    PermissionState::Deny,
-                    Origin::Builtin,
+        let rule = |pattern: &str, reason: &str| {
+            Rule::new(
+                "path_write",
+                pattern,
+                PermissionState::Deny,
+                Origin::Builtin,
+            )
+            .with_reason(Some(reason.into()))
+        };
+        // `permfs trust` writes the trust store on the caller's behalf: an
+        // agent's shell may not run it (a person runs it in their own).
+        let trust_commands = ["permfs trust *", "*/permfs trust *"].map(|pattern| {
+            Rule::new("bash", pattern, PermissionState::Deny, Origin::Builtin).with_reason(Some(
+                "permfs: only the operator trusts a project's layers (permfs trust), never an agent".into(),
+            ))
+        });
+        authority
+            .iter()
+            .map(|p| rule(p, "permfs: an agent may not write to its own permission authority (the permfs mount, its state, the agent's hook and settings files)"))
+            .chain(trust_commands)
+            .chain(targets.iter().map(|p| {
+                rule(
+                    p,
+                    "permfs: an agent may not edit the permission configuration it is judged by",
                 )
-                .with_reason(Some(reason.into()))
-            })
+            }))
             .collect()
     }
 
@@ -472,6 +519,9 @@ impl PolicyLoader {
         watched.extend(self.sources.global.iter().cloned());
         watched.extend(agent_file.iter().cloned());
         watched.extend(project_agent_file.iter().cloned());
+        if let super::trust::Trust::Store(state_dir) = &self.sources.trust {
+            watched.push(super::trust::store_file(state_dir));
+        }
         let stamps: Vec<FileStamp> = watched.iter().map(|p| stamp(p)).collect();
         if let Ok(mut cache) = self.cache.lock() {
             if let Some((cached_stamps, checked, policy)) = cache.get_mut(&key) {
@@ -509,10 +559,57 @@ impl PolicyLoader {
             ));
         }
 
-        let mut projects: Vec<ConfigFile> = Vec::new();
+        // The trust records, and the cwd as `permfs trust` records it.
+        let records = match &self.sources.trust {
+            super::trust::Trust::Store(state_dir) => {
+                match super::trust::Records::load(&super::trust::store_file(state_dir)) {
+                    Ok(records) => Some(records),
+                    Err(error) => {
+                        issues.push(format!("no project layer is trusted: {error}"));
+                        Some(super::trust::Records::default())
+                    }
+                }
+            }
+            _ => None,
+        };
+        let trust_dir =
+            crate::facts::fence::canonicalize_lenient(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        let mut layer_trust: Vec<LayerTrust> = Vec::new();
+        let mut judge_trust = |origin: Origin, file: &Path, bytes: &[u8]| -> bool {
+            let verdict = match (&self.sources.trust, &records) {
+                (super::trust::Trust::All, _) => Ok(()),
+                (super::trust::Trust::Store(_), Some(records)) => {
+                    records.verdict(&trust_dir, file, &super::trust::digest(bytes))
+                }
+                _ => Err("no trust store: project layers may only narrow".to_string()),
+            };
+            let trusted = verdict.is_ok();
+            layer_trust.push(LayerTrust {
+                origin,
+                file: file.to_path_buf(),
+                trusted,
+                why_not: verdict.err(),
+            });
+            trusted
+        };
+
+        // (config, trusted) per project file found.
+        let mut projects: Vec<(ConfigFile, bool)> = Vec::new();
         for file in self.project_files(cwd) {
-            match ConfigFile::load_optional(&file) {
-                Ok(Some(config)) => {
+            let bytes = match crate::facts::fence::read(&file) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    invalid.push(format!(
+                        "invalid project configuration: {}: cannot read: {e}",
+                        file.display()
+                    ));
+                    continue;
+                }
+            };
+            let trusted = judge_trust(Origin::Project, &file, &bytes);
+            match ConfigFile::parse(&bytes) {
+                Ok(config) => {
                     sources.push((Origin::Project, file.clone()));
                     if config.yolo_mode.is_some() || config.authorizer_trust.is_some() {
                         issues.push(format!(
@@ -520,10 +617,21 @@ impl PolicyLoader {
                             file.display()
                         ));
                     }
-                    projects.push(config);
+                    if !trusted
+                        && (config.authorizer_chain.is_some()
+                            || config.forwarding_timeout_ms.is_some())
+                    {
+                        issues.push(format!(
+                            "{}: untrusted, so its authorizerChain and forwardingTimeoutMs are ignored",
+                            file.display()
+                        ));
+                    }
+                    projects.push((config, trusted));
                 }
-                Ok(None) => {}
-                Err(error) => invalid.push(format!("invalid project configuration: {error}")),
+                Err(message) => invalid.push(format!(
+                    "invalid project configuration: {}: {message}",
+                    file.display()
+                )),
             }
         }
 
@@ -534,46 +642,94 @@ impl PolicyLoader {
                 .find(|(agent, _)| agent == name)
                 .map(|(_, map)| map)
         });
-        let mut load_agent =
-            |file: Option<PathBuf>, origin: Origin, what: &str| -> Option<PermissionMap> {
-                let file = file?;
-                match load_agent_file(&file) {
-                    Ok(Some(rules)) => {
-                        sources.push((origin, file));
-                        issues.extend(rules.notes);
-                        Some(rules.permission)
-                    }
-                    Ok(None) => None,
-                    Err(error) => {
-                        invalid.push(format!("invalid {what} configuration: {error}"));
-                        None
+        let agent_rules = match agent_file {
+            Some(file) => match load_agent_file(&file) {
+                Ok(Some(rules)) => {
+                    sources.push((Origin::Agent, file));
+                    issues.extend(rules.notes);
+                    Some(rules.permission)
+                }
+                Ok(None) => None,
+                Err(error) => {
+                    invalid.push(format!("invalid agent configuration: {error}"));
+                    None
+                }
+            },
+            None => None,
+        };
+        // The project agent file is read once: its digest and its rules
+        // are of the same bytes.
+        let mut project_agent_rules: Option<(PermissionMap, bool)> = None;
+        if let Some(file) = project_agent_file {
+            match crate::facts::fence::read(&file) {
+                Ok(bytes) => {
+                    let trusted = judge_trust(Origin::ProjectAgent, &file, &bytes);
+                    let parsed = String::from_utf8(bytes)
+                        .map_err(|_| "not UTF-8 text".to_string())
+                        .and_then(|text| super::frontmatter::parse_agent_markdown(&text));
+                    match parsed {
+                        Ok(rules) => {
+                            sources.push((Origin::ProjectAgent, file));
+                            issues.extend(rules.notes);
+                            project_agent_rules = Some((rules.permission, trusted));
+                        }
+                        Err(error) => invalid.push(format!(
+                            "invalid project-agent configuration: {}: {error}",
+                            file.display()
+                        )),
                     }
                 }
-            };
-        let agent_rules = load_agent(agent_file, Origin::Agent, "agent");
-        let project_agent_rules =
-            load_agent(project_agent_file, Origin::ProjectAgent, "project-agent");
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => invalid.push(format!(
+                    "invalid project-agent configuration: {}: cannot read: {e}",
+                    file.display()
+                )),
+            }
+        }
+        for layer in layer_trust.iter().filter(|l| !l.trusted) {
+            issues.push(format!(
+                "{} is untrusted, so it may only narrow (its allow rules do not count): {}",
+                layer.file.display(),
+                layer.why_not.as_deref().unwrap_or("not trusted")
+            ));
+        }
 
-        let mut layers: Vec<(Origin, &PermissionMap)> = vec![(Origin::Global, &global.permission)];
-        layers.extend(projects.iter().map(|p| (Origin::Project, &p.permission)));
-        layers.extend(inline_agent.map(|map| (Origin::Agent, map)));
-        layers.extend(agent_rules.as_ref().map(|map| (Origin::Agent, map)));
-        layers.extend(
+        // Every layer in the reference's order, each with its trust.
+        let mut all: Vec<(Origin, &PermissionMap, bool)> =
+            vec![(Origin::Global, &global.permission, true)];
+        all.extend(
+            projects
+                .iter()
+                .map(|(p, trusted)| (Origin::Project, &p.permission, *trusted)),
+        );
+        all.extend(inline_agent.map(|map| (Origin::Agent, map, true)));
+        all.extend(agent_rules.as_ref().map(|map| (Origin::Agent, map, true)));
+        all.extend(
             project_agent_rules
                 .as_ref()
-                .map(|map| (Origin::ProjectAgent, map)),
+                .map(|(map, trusted)| (Origin::ProjectAgent, map, *trusted)),
         );
+        let layers: Vec<(Origin, &PermissionMap)> = all
+            .iter()
+            .filter(|(_, _, trusted)| *trusted)
+            .map(|(origin, map, _)| (*origin, *map))
+            .collect();
+        let untrusted = all.iter().any(|(_, _, trusted)| !trusted);
+        let trusted_projects = || {
+            projects
+                .iter()
+                .filter(|(_, trusted)| *trusted)
+                .map(|(p, _)| p)
+        };
 
         let settings = Settings {
             yolo: global.yolo_mode.unwrap_or(false),
-            forwarding_timeout_ms: projects
-                .iter()
+            forwarding_timeout_ms: trusted_projects()
                 .rev()
                 .find_map(|p| p.forwarding_timeout_ms)
                 .or(global.forwarding_timeout_ms)
                 .unwrap_or(DEFAULT_FORWARDING_TIMEOUT_MS),
-            authorizer_chain: projects
-                .iter()
+            authorizer_chain: trusted_projects()
                 .rev()
                 .find_map(|p| p.authorizer_chain.clone())
                 .or_else(|| global.authorizer_chain.clone())
@@ -586,8 +742,21 @@ impl PolicyLoader {
             invalid: invalid.clone(),
         };
         let mut composed = compose_rules(&set);
-        composed.extend(self.config_guard(cwd));
+        let guard_rules = self.config_guard(cwd);
+        composed.extend(guard_rules.iter().cloned());
         let rules = CompiledRules::compile(composed, &self.home)?;
+        let guard = Arc::new(CompiledRules::compile(guard_rules.clone(), &self.home)?);
+        let narrowing = if untrusted {
+            let mut everything = compose_rules(&LayerSet {
+                layers: all.iter().map(|(o, m, _)| (*o, *m)).collect(),
+                yolo: settings.yolo,
+                invalid: invalid.clone(),
+            });
+            everything.extend(guard_rules);
+            Some(Arc::new(CompiledRules::compile(everything, &self.home)?))
+        } else {
+            None
+        };
         let failed_closed = !invalid.is_empty();
         if failed_closed {
             issues.extend(invalid);
@@ -601,21 +770,73 @@ impl PolicyLoader {
             issues,
             failed_closed,
             sources,
+            guard,
+            layers: layer_trust,
+            narrowing,
         })
     }
 }
 
-/// The files that install an agent's command hook (Claude Code's
-/// `settings*.json`, user and project; Codex's `config.toml` and
-/// `hooks.json`, user and project): `permfs hook` is only an authority
-/// while the agent cannot take it out of these.
+/// The files that install an agent's command hook or settle what the
+/// agent may do (its permission settings, managed policy, MCP servers,
+/// extensions): `permfs hook`, and permfs's word, are only an authority
+/// while the agent cannot rewrite these. Each entry is a `path_write`
+/// pattern (`*` crosses `/`).
+///
+/// Claude Code: `settings*.json` under `~/.claude`, `<cwd>/.claude` and
+/// `$CLAUDE_CONFIG_DIR`, its state file `~/.claude.json` (or
+/// `$CLAUDE_CONFIG_DIR/.claude.json`), and the managed `/etc/claude-code/`.
+/// Codex: `config.toml`, `requirements.toml` and `hooks.json` under
+/// `~/.codex`, `<cwd>/.codex` and `$CODEX_HOME`, and the system
+/// `/etc/codex/`. pi: its agent dir (`~/.pi/agent`, `$PI_CODING_AGENT_DIR`:
+/// settings, extensions and their configs, agents) and the project's
+/// `<cwd>/.pi/`. The variables are read from the daemon's environment
+/// (an agent started with another value is covered only at the defaults).
 pub fn hook_settings_files(home: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    agent_settings_files(
+        home,
+        cwd,
+        env_dir("CODEX_HOME").as_deref(),
+        env_dir("CLAUDE_CONFIG_DIR").as_deref(),
+        env_dir("PI_CODING_AGENT_DIR").as_deref(),
+    )
+}
+
+/// [`hook_settings_files`] with the agents' directory variables given.
+pub fn agent_settings_files(
+    home: &Path,
+    cwd: &Path,
+    codex_home: Option<&Path>,
+    claude_config_dir: Option<&Path>,
+    pi_agent_dir: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut claude_dirs = vec![home.join(".claude"), cwd.join(".claude")];
+    claude_dirs.extend(claude_config_dir.map(Path::to_path_buf));
+    let mut codex_dirs = vec![home.join(".codex"), cwd.join(".codex")];
+    codex_dirs.extend(codex_home.map(Path::to_path_buf));
     let mut files = Vec::new();
-    for base in [home, cwd] {
-        files.push(base.join(".claude").join("settings*.json"));
-        files.push(base.join(".codex").join("config.toml"));
-        files.push(base.join(".codex").join("hooks.json"));
+    for dir in &claude_dirs {
+        files.push(dir.join("settings*.json"));
     }
+    files.push(home.join(".claude.json"));
+    files.extend(claude_config_dir.map(|d| d.join(".claude.json")));
+    files.push(PathBuf::from("/etc/claude-code/*"));
+    for dir in &codex_dirs {
+        for name in ["config.toml", "requirements.toml", "hooks.json"] {
+            files.push(dir.join(name));
+        }
+    }
+    files.push(PathBuf::from("/etc/codex/*"));
+    files.push(home.join(".pi").join("agent").join("*"));
+    files.extend(pi_agent_dir.map(|d| d.join("*")));
+    files.push(cwd.join(".pi").join("*"));
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.clone()));
     files
 }
 
@@ -754,8 +975,77 @@ mod tests {
                 "{wanted} in {patterns:?}"
             );
         }
-        assert!(guard
-            .iter()
-            .all(|r| r.surface == "path_write" && r.action == PermissionState::Deny));
+        assert!(guard.iter().all(|r| (r.surface == "path_write"
+            || r.pattern.contains("permfs trust"))
+            && r.action == PermissionState::Deny));
+    }
+
+    #[test]
+    fn every_agents_settings_file_is_guarded() {
+        let home = Path::new("/home/u");
+        let cwd = Path::new("/w");
+        let files = agent_settings_files(
+            home,
+            cwd,
+            Some(Path::new("/ch")),
+            Some(Path::new("/cc")),
+            Some(Path::new("/pa")),
+        );
+        let guard = CompiledRules::compile(
+            files
+                .iter()
+                .map(|f| {
+                    Rule::new(
+                        "path_write",
+                        &f.to_string_lossy(),
+                        PermissionState::Deny,
+                        Origin::Builtin,
+                    )
+                })
+                .collect(),
+            "/home/u",
+        )
+        .expect("compiles");
+        let denied = |path: &str| {
+            crate::policy::evaluate::evaluate_any_value(
+                &[&guard],
+                "path_write",
+                &[path.to_string()],
+            )
+            .map(|v| v.rule.action == PermissionState::Deny)
+            .unwrap_or(false)
+        };
+        for path in [
+            "/etc/claude-code/managed-settings.json",
+            "/etc/codex/config.toml",
+            "/home/u/.codex/requirements.toml",
+            "/home/u/.codex/config.toml",
+            "/home/u/.codex/hooks.json",
+            "/home/u/.claude.json",
+            "/home/u/.claude/settings.json",
+            "/home/u/.claude/settings.local.json",
+            "/w/.claude/settings.local.json",
+            "/w/.codex/config.toml",
+            "/ch/config.toml",
+            "/ch/requirements.toml",
+            "/cc/settings.json",
+            "/cc/.claude.json",
+            "/home/u/.pi/agent/settings.json",
+            "/home/u/.pi/agent/extensions/pi-permission-system/config.json",
+            "/pa/extensions/pi-permission-system/config.json",
+            "/w/.pi/settings.json",
+            "/w/.pi/extensions/pi-permission-system/config.json",
+            "/w/.pi/agents/friend.md",
+        ] {
+            assert!(denied(path), "{path} is not guarded");
+        }
+        for path in [
+            "/w/src/main.rs",
+            "/home/u/notes.txt",
+            "/etc/hosts",
+            "/w/.claude/notes.md",
+        ] {
+            assert!(!denied(path), "{path} is guarded");
+        }
     }
 }

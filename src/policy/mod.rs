@@ -8,6 +8,7 @@ pub mod frontmatter;
 pub mod layers;
 pub mod rule;
 pub mod state;
+pub mod trust;
 pub mod wildcard;
 
 pub use compiled::{CompileError, CompiledRules};

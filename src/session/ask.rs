@@ -70,6 +70,48 @@ pub enum DecidedBy {
     AuditUnavailable {
         reason: String,
     },
+    /// A built-in guard on the authority (the mount, the state dir, a
+    /// config layer, an agent's hook or settings file) named a path this
+    /// ask writes: final, whatever allowed it. `overruled` says what
+    /// would have allowed it (`rule`, `session_approval`, `authorizer`,
+    /// `user`, …).
+    Guard {
+        pattern: String,
+        reason: String,
+        overruled: String,
+    },
+}
+
+impl DecidedBy {
+    /// The `kind` this serializes with, for saying what a guard overruled.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DecidedBy::Rule { .. } => "rule",
+            DecidedBy::SessionApproval { .. } => "session_approval",
+            DecidedBy::Yolo { .. } => "yolo",
+            DecidedBy::User { .. } => "user",
+            DecidedBy::Timeout => "timeout",
+            DecidedBy::NoDecider => "no_decider",
+            DecidedBy::Cancelled => "cancelled",
+            DecidedBy::SessionEnded => "session_ended",
+            DecidedBy::Invalid { .. } => "invalid",
+            DecidedBy::GateError { .. } => "gate_error",
+            DecidedBy::Authorizer { .. } => "authorizer",
+            DecidedBy::Escalated { .. } => "escalated",
+            DecidedBy::AuditUnavailable { .. } => "audit_unavailable",
+            DecidedBy::Guard { .. } => "guard",
+        }
+    }
+}
+
+/// The guard an ask's facts meet: the pattern of the built-in guard that
+/// denies one of its writes, and its reason. Fixed when the ask is raised,
+/// from the guards of every cwd on the asker's spawn chain, and checked
+/// again by `finish`, the one place every ask ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    pub pattern: String,
+    pub reason: String,
 }
 
 /// Why the ask ended, beyond allow/deny.
@@ -216,6 +258,8 @@ pub struct Ask {
     pub retained: usize,
     /// Its answer was read (delivered to a reader): it may go first.
     pub read: bool,
+    /// A built-in guard its facts meet: it can then never be allowed.
+    pub guarded: Option<Guarded>,
 }
 
 impl std::fmt::Debug for Ask {

@@ -855,12 +855,17 @@ impl Authority {
             )
         };
         let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = Requester::of_session(&canonical_cwd, principal).facts(&request.form);
+        let facts = super::walk::asker_facts(
+            &Requester::of_session(&canonical_cwd, principal),
+            &request.form,
+        );
         let policy = self
             .loader
             .policy(&cwd, agent.as_deref())
             .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
-        let (_, explanation) = crate::engine::explain(&[&policy.rules, &grants], &facts)
+        let stack = crate::engine::stack_for(&policy, Some(&grants), &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let (_, explanation) = crate::engine::explain(&stack, &facts)
             .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
         let answer = serde_json::json!({
             "session": session,
@@ -871,6 +876,7 @@ impl Authority {
             "grantsConsulted": grants.rules(),
             "policyIssues": policy.issues,
             "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+            "layerTrust": policy.layers,
         });
         let mut bytes = serde_json::to_vec_pretty(&answer)
             .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;
@@ -1088,6 +1094,23 @@ pub(super) fn finish(
             }
         }
     }
+    // The guards are final: whatever allowed a write to the authority (a
+    // rule, a grant, a judge, a person), it is denied, naming the guard.
+    let (outcome, decided_by, reason) = match (&ask.guarded, outcome) {
+        (Some(guard), Outcome::Allow) => {
+            tracing::warn!(ask = %ask.id, pattern = %guard.pattern, overruled = decided_by.kind(), "an allow of a write to the authority was overruled by its built-in guard");
+            (
+                Outcome::Deny,
+                DecidedBy::Guard {
+                    pattern: guard.pattern.clone(),
+                    reason: guard.reason.clone(),
+                    overruled: decided_by.kind().to_string(),
+                },
+                Some(guard.reason.clone()),
+            )
+        }
+        _ => (outcome, decided_by, reason),
+    };
     let approved = outcome == Outcome::Allow;
     let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
     let response = Arc::new(Response::new(

@@ -84,6 +84,22 @@ impl Authority {
                 return Err(AuthorityError::Invalid(reason));
             }
         }
+        // The guards are final: an allow of a write to the authority is
+        // refused here, before it could record a grant or a config rule
+        // (`finish` would deny it anyway). The person reads why.
+        if let Some(guard) = ask
+            .guarded
+            .as_ref()
+            .filter(|_| !matches!(decision, Decision::Deny(_)))
+        {
+            let reason = format!(
+                "refused: this ask writes to permfs's own authority ({}, guarded by {}); no decision can allow it, only deny",
+                guard.reason, guard.pattern
+            );
+            drop(state);
+            self.record_refusal(session, ask_id, &reason);
+            return Err(AuthorityError::PermissionDenied(reason));
+        }
         // `allow always` edits the global config, the authority itself, so
         // the edit is audited before it is made (fail closed, issue 23
         // item 5): its line first, then the file; a line that cannot be

@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// What a grant (or `allow always`) records: the suggestion, or the
 /// person's patterns on every surface the suggestion covers.
 pub(super) fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, String)> {
-    let suggested = suggested_grants(ask);
+    let suggested = bare_grants(ask);
     if patterns.is_empty() {
         return suggested;
     }
@@ -35,6 +35,29 @@ pub(super) fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, Stri
 /// that is not already allowed, derived as the reference derives them.
 pub(super) fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
     grants_for(ask, true)
+}
+
+/// What a bare `allow session` (no patterns) records: the asker's own
+/// suggestions only when every one of them lies within what permfs
+/// derives from the facts (the same or narrower), else the derived
+/// patterns. An agent that suggests `*` for one file gets a grant for
+/// that file's directory, never `*`: a person who did not type a pattern
+/// did not choose one.
+pub(super) fn bare_grants(ask: &Ask) -> Vec<(String, String)> {
+    let suggested = suggested_grants(ask);
+    let derived = derived_grants(ask);
+    let yardstick: Vec<String> = derived.iter().map(|(_, p)| p.clone()).collect();
+    let within = suggested.iter().all(|(_, pattern)| {
+        matches!(
+            super::decision::breadth(pattern, &yardstick),
+            super::decision::Breadth::Same | super::decision::Breadth::Narrower
+        )
+    });
+    if within {
+        suggested
+    } else {
+        derived
+    }
 }
 
 /// What permfs itself would suggest from the facts, ignoring the asker's

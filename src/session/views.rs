@@ -7,7 +7,7 @@ use super::access::{Caller, Standing};
 use super::ask::Ask;
 use super::authority::{lock, Authority, State};
 use super::decision::DECISION_FORMS;
-use super::grants::{derived_grants, suggested_grants};
+use super::grants::{bare_grants, derived_grants, suggested_grants};
 use crate::facts::request::Request;
 use std::time::Instant;
 
@@ -152,6 +152,11 @@ impl Authority {
                 "issues": policy.issues,
                 "failedClosed": policy.failed_closed,
                 "sources": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+                // Which project layers may widen, and why not: an untrusted
+                // one only narrows (its rules are in `narrowingRules`).
+                "layerTrust": policy.layers,
+                "trustStore": self.loader.trust_store(),
+                "narrowingRules": policy.narrowing.as_ref().map(|n| n.rules()),
                 "authorizerChain": self.chain_status(&policy.settings.authorizer_chain),
                 "yoloMode": policy.settings.yolo,
                 "forwardingTimeoutMs": policy.settings.forwarding_timeout_ms,
@@ -206,7 +211,10 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
         "facts": ask.facts.intents,
         "hops": ask.hops,
-        "suggestedGrants": grants(suggested_grants(ask)),
+        // What a bare `allow session` records: never an asker's
+        // suggestion broader than the derived patterns.
+        "suggestedGrants": grants(bare_grants(ask)),
+        "askerSuggestedGrants": grants(suggested_grants(ask)),
         "derivedGrants": grants(derived_grants(ask)),
         "lastError": ask.last_error,
         "factsDigest": facts_digest(ask),

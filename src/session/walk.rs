@@ -51,7 +51,7 @@ impl Authority {
         );
         let (mut request, mut facts, mut invalid) = match parsed {
             Ok(request) => {
-                let facts = requester.facts(&request.form);
+                let facts = asker_facts(&requester, &request.form);
                 (Some(request), facts, None)
             }
             Err(reason) => (None, Default::default(), Some(reason)),
@@ -61,6 +61,19 @@ impl Authority {
             .policy(&cwd, agent.as_deref())
             .map(|p| p.settings.forwarding_timeout_ms)
             .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
+        let chain_cwds: Vec<String> = {
+            let state = lock(&self.state);
+            let mut cwds: Vec<String> = Vec::new();
+            let mut cursor = state.tree.get(session);
+            while let Some(node) = cursor {
+                if !cwds.contains(&node.cwd) {
+                    cwds.push(node.cwd.clone());
+                }
+                cursor = node.parent.as_ref().and_then(|p| state.tree.get(p));
+            }
+            cwds
+        };
+        let guarded = self.guard_met(&chain_cwds, &facts);
         let mut state = lock(&self.state);
         if state.tree.get(session).is_none() {
             return Err(AuthorityError::NotFound(format!(
@@ -110,6 +123,7 @@ impl Authority {
                 deadline_ms: super::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
+                guarded,
             }),
         );
         state.outboxes.insert(key, ask_id.clone());
@@ -249,13 +263,93 @@ impl Authority {
                 .loader
                 .policy(&node.cwd, agent.as_deref())
                 .map_err(|e| format!("policy for {:?} cannot be compiled: {e}", node.id))?;
-            let judgment = judge(&[&policy.rules, &node.compiled_grants], &ask.facts)
-                .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
+            // The guard list last (no grant outranks it); an untrusted
+            // project layer only narrows.
+            let judgment =
+                crate::engine::judge_with_policy(&policy, Some(&node.compiled_grants), &ask.facts)
+                    .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
             if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
                 worst = Some(judgment);
             }
         }
         worst.ok_or_else(|| "no agent to judge for".into())
+    }
+}
+
+impl Authority {
+    /// The built-in guard these facts meet at any of `cwds` (the asker's
+    /// and every ancestor's: each guards its own project layers), judged
+    /// on the guard lists alone. A guard that cannot be compiled or
+    /// evaluated guards everything (fail closed).
+    fn guard_met(
+        &self,
+        cwds: &[String],
+        facts: &crate::facts::request::FactSet,
+    ) -> Option<super::ask::Guarded> {
+        for cwd in cwds {
+            let policy = match self.loader.policy(cwd, None) {
+                Ok(policy) => policy,
+                Err(error) => {
+                    return Some(super::ask::Guarded {
+                        pattern: "*".into(),
+                        reason: format!("permfs: the built-in guards for {cwd} cannot be compiled ({error}), so nothing may be allowed"),
+                    })
+                }
+            };
+            match judge(&[&policy.guard], facts) {
+                Ok(judgment) if judgment.state == PermissionState::Deny => {
+                    let check = judgment.deciding_check();
+                    return Some(super::ask::Guarded {
+                        pattern: check
+                            .and_then(|c| c.matched_pattern.clone())
+                            .unwrap_or_default(),
+                        reason: check
+                            .and_then(|c| c.reason.clone())
+                            .unwrap_or_else(|| "permfs: a built-in guard on the authority".into()),
+                    });
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    return Some(super::ask::Guarded {
+                        pattern: "*".into(),
+                        reason: format!("permfs: the built-in guards cannot be evaluated ({error}), so nothing may be allowed"),
+                    })
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The facts of `form` as the process that asked sees the filesystem
+/// (ADR 0008: the child owns the facts). A sandboxed asker's paths are
+/// resolved in its own mount namespace, through its root; when that
+/// cannot be looked at, facts that touch the filesystem are unusable and
+/// the ask floors to `ask` (a bash line or surface that names no path
+/// does not depend on it).
+pub(super) fn asker_facts(
+    requester: &Requester,
+    form: &crate::facts::request::AskForm,
+) -> crate::facts::request::FactSet {
+    use crate::facts::fence::{asker_view, within_asker_root, AskerView};
+    use crate::facts::intent::Family;
+    match asker_view() {
+        AskerView::Daemon => requester.facts(form),
+        AskerView::Root(root) => within_asker_root(Some(&root), || requester.facts(form)),
+        AskerView::Unavailable(why) => {
+            let mut facts = requester.facts(form);
+            let touches_files = facts.intents.iter().any(|i| {
+                matches!(
+                    Family::of(&i.surface),
+                    Family::Path | Family::ExternalDirectory
+                )
+            });
+            if touches_files && facts.unusable.is_none() {
+                tracing::warn!(%why, "an ask's paths cannot be seen as its asker sees them: floored to ask");
+                facts.unusable = Some(why);
+            }
+            facts
+        }
     }
 }
 
