@@ -74,6 +74,7 @@ fn judge_case(case: &Value, config_dir: &Path) -> Result<(String, Option<String>
         project_file: Some(config_dir.join("no-project.json")),
         project_agents_dir: Some(config_dir.join("no-project-agents")),
         authority_dirs: Vec::new(),
+        trust: permfs::policy::trust::Trust::All,
     })
     .map_err(|e| format!("config does not load: {e:?}"))?;
     let cwd = case["cwd"].as_str().ok_or("no cwd")?;

@@ -722,6 +722,107 @@ for line, why in GUARDED_CONTROLS:
     shipped = A if line.startswith("git diff") else Q
     e(line, "control_guarded", shipped, A, f"allowed under allow-all: {why}")
 
+# --- permfs's choices -------------------------------------------------------------
+# Where permfs deliberately answers otherwise than the sound minimum above, each
+# group with why (docs/reference-divergences.md, docs/security.md). Stricter
+# answers are allowed by the issue; `not_followed` are the known limits of
+# the path resolution, which floor to ask instead of resolving.
+CHOICE_REASONS = {
+    "reads": "a path word is judged in both directions, so reading the authority or a guarded file is refused too (as before this corpus)",
+    "grammar": "the grammar leaves this body or expansion partly as text: the line floors to ask (and a write found in the hidden text is denied)",
+    "dynamic": "an argument whose value the text does not show (a variable, a command's output outside a --opt= value) floors to ask, even under allow-all",
+    "redefines": "a function definition or an assignment statement changes what later commands run: it floors to ask",
+    "assignment_unit": "a pure assignment is a command unit of its own, judged by the rules as the reference judges it (here by `*`: ask)",
+    "arithmetic_literal": "arithmetic naming anything but decimal digits floors (hex and base literals included)",
+    "config_driven": "git --ext-diff runs what the repository config (agent-writable) names: it floors to ask",
+    "not_followed": "known limit: the directory after a CDPATH/HOME/OLDPWD assignment, `cd -` or a line continuation inside a command name is not followed; the line floors to ask instead of resolving it to the guard",
+}
+CHOICES = [
+    ('ls -la <<EOF\n`rm -rf build`\nEOF', 'guarded', 'ask', 'grammar'),
+    ('git log --oneline -5 <<-EOF\n\t$(id)\n\tEOF', 'guarded', 'ask', 'grammar'),
+    ('git status <<-EOF\n\t`rm -rf build`\n\tEOF', 'guarded', 'ask', 'grammar'),
+    ('cat <<-EOF\n\t`id`\n\tEOF', 'guarded', 'ask', 'grammar'),
+    ('cat <<EOF\n${x:=`rm -rf build`}\nEOF', 'guarded', 'ask', 'grammar'),
+    ('git log --oneline -5 <<EOF\n${x:=`id`}\nEOF', 'guarded', 'ask', 'grammar'),
+    ('ls -la <<END_OF_TEXT\n`rm -rf build`\nEND_OF_TEXT', 'guarded', 'ask', 'grammar'),
+    ('git status <<END_OF_TEXT\n`id`\nEND_OF_TEXT', 'guarded', 'ask', 'grammar'),
+    ('cat <<E"O"F\n`rm -rf build`\nEOF', 'shipped', 'deny', 'grammar'),
+    ('git status <<E"O"F\n`echo allow > {mnt}/sessions/main/inbox/ask1`\nEOF', 'shipped', 'deny', 'grammar'),
+    ('git status <<E"O"F\n`echo allow > {mnt}/sessions/main/inbox/ask1`\nEOF', 'guarded', 'deny', 'grammar'),
+    ('cat <<EOF\n\\$(rm -rf build) \\`rm -rf build\\`\nEOF', 'shipped', 'ask', 'grammar'),
+    ('cat <<EOF\n\\$(rm -rf build) \\`rm -rf build\\`\nEOF', 'guarded', 'ask', 'grammar'),
+    ('git status <<EOF\n\\$(echo allow > {mnt}/sessions/main/inbox/ask1) \\`echo allow > {mnt}/sessions/main/inbox/ask1\\`\nEOF', 'shipped', 'ask', 'grammar'),
+    ('git status <<EOF\n\\$(echo allow > {mnt}/sessions/main/inbox/ask1) \\`echo allow > {mnt}/sessions/main/inbox/ask1\\`\nEOF', 'guarded', 'ask', 'grammar'),
+    ('git status <<EOF\n`rm -rf build`\nEOF', 'guarded', 'ask', 'grammar'),
+    ('cat ${x:-`rm -rf build`}', 'guarded', 'ask', 'dynamic'),
+    ('cat ${x-$(rm -rf build)}', 'guarded', 'ask', 'dynamic'),
+    ('ls -la ${x%%`id`}', 'guarded', 'ask', 'dynamic'),
+    ('ls -la ${x//a/$(id)}', 'guarded', 'ask', 'dynamic'),
+    ('cat "${x:-$(id)}"', 'guarded', 'ask', 'dynamic'),
+    ('ls -la "${x:-$(rm -rf build)}"', 'guarded', 'ask', 'dynamic'),
+    ('cat ${arr[$(id)]}', 'guarded', 'ask', 'dynamic'),
+    ('cat "${x:+`rm -rf build`}"a', 'guarded', 'ask', 'dynamic'),
+    ('cat $x', 'guarded', 'ask', 'dynamic'),
+    ('cat "${x}"', 'guarded', 'ask', 'dynamic'),
+    ('git log -- "$x"', 'shipped', 'ask', 'dynamic'),
+    ('git log -- "$x"', 'guarded', 'ask', 'dynamic'),
+    ('cat ${x:-.env}', 'guarded', 'ask', 'dynamic'),
+    ('cat ${x:-README.md}', 'guarded', 'ask', 'dynamic'),
+    ('ls ${x:+-la}', 'guarded', 'ask', 'dynamic'),
+    (': ${x:=$(id)}', 'guarded', 'ask', 'redefines'),
+    ('echo $(( 2#101 + 0x1f ))', 'guarded', 'ask', 'arithmetic_literal'),
+    ('cat "a$(rm -rf build)b"', 'guarded', 'ask', 'dynamic'),
+    ('cat "a$(id)b"', 'guarded', 'ask', 'dynamic'),
+    ('ls -la "$(echo "$(rm -rf build)")"', 'guarded', 'ask', 'dynamic'),
+    ('ls -la "$(echo "$(id)")"', 'guarded', 'ask', 'dynamic'),
+    ('git log -- "$(id)"', 'guarded', 'ask', 'dynamic'),
+    ('cat {a,$(rm -rf build)}', 'guarded', 'ask', 'dynamic'),
+    ("cat $'a'$(rm -rf build)", 'guarded', 'ask', 'dynamic'),
+    ("cat $'a'$(id)", 'guarded', 'ask', 'dynamic'),
+    ('LANG=C; git status', 'shipped', 'ask', 'assignment_unit'),
+    ('sed -n p .claude/settings.json', 'shipped', 'deny', 'reads'),
+    ('sed -n p .claude/settings.json', 'guarded', 'deny', 'reads'),
+    ('CDPATH={mnt}/sessions/main cd inbox && echo allow > ask1', 'shipped', 'ask', 'not_followed'),
+    ('CDPATH={mnt}/sessions/main cd inbox && echo allow > ask1', 'guarded', 'ask', 'not_followed'),
+    ('CDPATH={mnt}/sessions/main; cd inbox && echo allow > ask1', 'shipped', 'ask', 'not_followed'),
+    ('CDPATH={mnt}/sessions/main; cd inbox && echo allow > ask1', 'guarded', 'ask', 'not_followed'),
+    ('export CDPATH={mnt}/sessions/main; cd inbox; echo allow > ask1', 'shipped', 'ask', 'not_followed'),
+    ('export CDPATH={mnt}/sessions/main; cd inbox; echo allow > ask1', 'guarded', 'ask', 'not_followed'),
+    ('cd src && cd - && echo x > .claude/settings.json', 'shipped', 'ask', 'not_followed'),
+    ('cd src && cd - && echo x > .claude/settings.json', 'guarded', 'ask', 'not_followed'),
+    ('OLDPWD={mnt}/sessions/main/inbox cd - && echo allow > ask1', 'shipped', 'ask', 'not_followed'),
+    ('OLDPWD={mnt}/sessions/main/inbox cd - && echo allow > ask1', 'guarded', 'ask', 'not_followed'),
+    ('HOME={mnt}/sessions/main/inbox cd && echo allow > ask1', 'shipped', 'ask', 'not_followed'),
+    ('HOME={mnt}/sessions/main/inbox cd && echo allow > ask1', 'guarded', 'ask', 'not_followed'),
+    ('HOME={mnt}/sessions/main/inbox; echo allow > ~/ask1', 'shipped', 'ask', 'not_followed'),
+    ('HOME={mnt}/sessions/main/inbox; echo allow > ~/ask1', 'guarded', 'ask', 'not_followed'),
+    ('cd ~/.claude && ls', 'shipped', 'deny', 'reads'),
+    ('cd ~/.claude && ls', 'guarded', 'deny', 'reads'),
+    ('cat ~/.claude/settings.json', 'shipped', 'deny', 'reads'),
+    ('cat ~/.claude/settings.json', 'guarded', 'deny', 'reads'),
+    ('ls {mnt}/sessions/main/inbox', 'shipped', 'deny', 'reads'),
+    ('ls {mnt}/sessions/main/inbox', 'guarded', 'deny', 'reads'),
+    ('cat {state}/audit.log', 'shipped', 'deny', 'reads'),
+    ('cat {state}/audit.log', 'guarded', 'deny', 'reads'),
+    ('cat ${HOME}/.codex/config.toml', 'shipped', 'deny', 'reads'),
+    ('cat ${HOME}/.codex/config.toml', 'guarded', 'deny', 'reads'),
+    ('ls() { id; }; ls', 'guarded', 'ask', 'redefines'),
+    ('cat() { rm -rf build; }; cat README.md', 'guarded', 'ask', 'redefines'),
+    ('git log --ext-diff -p', 'shipped', 'ask', 'config_driven'),
+    ('git log --ext-diff -p', 'guarded', 'ask', 'config_driven'),
+    ('r\\\nm -rf build', 'shipped', 'ask', 'not_followed'),
+    ('git log --format=\'%H\' -- "$(echo src)"', 'guarded', 'ask', 'dynamic'),
+    ('x=1; echo "$x"', 'guarded', 'ask', 'redefines'),
+    ('grep -r allow {mnt}/sessions', 'shipped', 'deny', 'reads'),
+    ('grep -r allow {mnt}/sessions', 'guarded', 'deny', 'reads'),
+]
+for _line, _config, _state, _why in CHOICES:
+    _entry = next(x for x in entries if x["line"] == _line)
+    _allowed = _entry[_config].split("|")
+    if _state not in _allowed:
+        _entry[_config] = "|".join(_allowed + [_state])
+        _entry.setdefault("permfs", {})[_config] = CHOICE_REASONS[_why]
+
 out = {
     "about": __doc__,
     "layout": LAYOUT,

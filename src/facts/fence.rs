@@ -354,7 +354,7 @@ thread_local! {
     static ASKER_ROOT: std::cell::RefCell<Option<Arc<AskerRoot>>> = const { std::cell::RefCell::new(None) };
 }
 
-fn in_asker_root() -> bool {
+pub(crate) fn in_asker_root() -> bool {
     ASKER_ROOT.with(|r| r.borrow().is_some())
 }
 

@@ -453,6 +453,39 @@ impl PolicyLoader {
         for file in hook_settings_files(Path::new(&self.home), cwd) {
             add(&mut authority, &file, false);
         }
+        // Writing a directory that holds a guarded file is writing that
+        // file (`rm -rf .claude`, `mv evil .permfs`, `cp x ~/.codex/`,
+        // `chmod -R a-w .codex`): the directories between the cwd or the
+        // home and a guarded path are guarded themselves, as exact paths
+        // (the cwd, the home and `/` are not: `cp x .` stays possible).
+        let roots = [cwd.to_path_buf(), PathBuf::from(&self.home)];
+        for list in [&mut authority, &mut targets] {
+            let mut ancestors = Vec::new();
+            for pattern in list.iter() {
+                let mut dir = Path::new(pattern.trim_end_matches("/*")).parent();
+                if pattern.ends_with("/*") {
+                    dir = Some(Path::new(pattern.trim_end_matches("/*")));
+                }
+                while let Some(current) = dir {
+                    let inside = roots
+                        .iter()
+                        .any(|root| current.starts_with(root) && current != root.as_path());
+                    if !inside {
+                        break;
+                    }
+                    let text = current.to_string_lossy().into_owned();
+                    if !text.contains(['*', '?', '[']) && !ancestors.contains(&text) {
+                        ancestors.push(text);
+                    }
+                    dir = current.parent();
+                }
+            }
+            for ancestor in ancestors {
+                if !list.contains(&ancestor) {
+                    list.push(ancestor);
+                }
+            }
+        }
         let rule = |pattern: &str, reason: &str| {
             Rule::new(
                 "path_write",

@@ -205,6 +205,7 @@ impl Judges {
                 project_file: None,
                 project_agents_dir: None,
                 authority_dirs: vec![world.mnt.clone(), world.state.clone()],
+                trust: permfs::policy::trust::Trust::All,
             })
             .expect("config loads")
         };

@@ -107,6 +107,10 @@ pub struct Enumeration {
     /// The line runs code the walk did not judge ([`UNSEEN_CODE`]): it is
     /// floored to `ask`; with what was found, for the explanation.
     pub unseen: Option<String>,
+    /// Text the line runs as commands of its own that its syntax tree does
+    /// not hold as commands (what a wrapper runs, a substitution the grammar
+    /// left as text): read again for what it writes.
+    pub scripts: Vec<String>,
 }
 
 impl Enumeration {
@@ -144,6 +148,7 @@ pub(super) fn enumerate_tree(
             units: Vec::new(),
             unparsed: true,
             unseen: None,
+            scripts: Vec::new(),
         };
     };
     let root = tree.root_node();
@@ -154,6 +159,7 @@ pub(super) fn enumerate_tree(
         payload_depth,
         hung: None,
         seen: Vec::new(),
+        scripts: Vec::new(),
     };
     walker.statement(root, 0);
     let (unseen, hidden) = super::soundness::unseen_code(source, root, &walker.seen);
@@ -164,6 +170,7 @@ pub(super) fn enumerate_tree(
         unparsed: root.has_error() || walker.too_deep,
         units: walker.units,
         unseen,
+        scripts: walker.scripts,
     }
 }
 
@@ -257,7 +264,12 @@ struct Walker<'s> {
     /// (and the closing byte of a backquoted one): whatever else in the
     /// text bash would run was not judged (`soundness::unseen_code`).
     seen: Vec<usize>,
+    /// Payloads read at the top level ([`Enumeration::scripts`]).
+    scripts: Vec<String>,
 }
+
+/// At most this many payloads of one line are read again for their writes.
+const MAX_SCRIPTS: usize = 16;
 
 impl<'s> Walker<'s> {
     fn push(&mut self, text: &str, floor: Option<&'static str>, role: UnitRole) {
@@ -618,6 +630,9 @@ impl<'s> Walker<'s> {
         if script.trim().is_empty() {
             return;
         }
+        if self.payload_depth == 0 && self.scripts.len() < MAX_SCRIPTS {
+            self.scripts.push(script.to_string());
+        }
         self.push(script, None, UnitRole::DenyOnly);
         if self.payload_depth >= MAX_PAYLOAD_DEPTH {
             return;
@@ -666,7 +681,8 @@ fn program_name(node: &Node<'_>, source: &str) -> String {
     } else {
         word_value(node, source)
     };
-    let value = value.replace('\\', "");
+    // A backslash-newline is a line continuation: `r\<newline>m` is `rm`.
+    let value = value.replace("\\\n", "").replace('\\', "");
     value.rsplit('/').next().unwrap_or(&value).to_string()
 }
 

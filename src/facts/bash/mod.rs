@@ -7,6 +7,7 @@
 
 pub mod effects;
 pub mod enumerate;
+mod glob;
 pub mod parse;
 pub mod paths;
 mod soundness;
@@ -49,10 +50,20 @@ fn reading(source: &str) -> Reading {
 
 fn read_afresh(source: &str) -> Reading {
     let tree = parse::parse(source);
+    let enumeration = enumerate::enumerate_tree(source, tree.as_ref(), 0);
+    let words = tree.as_ref().map(|tree| {
+        let mut words = paths::words_of_tree(source, tree);
+        // What wrappers run and substitutions the grammar missed write
+        // too (`sh -c 'echo x > inbox/a'`, a backquote in a heredoc body).
+        for script in &enumeration.scripts {
+            if let Some(inner) = parse::parse(script) {
+                words.merge(paths::words_of_tree(script, &inner));
+            }
+        }
+        Arc::new(words)
+    });
     Reading {
-        enumeration: Arc::new(enumerate::enumerate_tree(source, tree.as_ref(), 0)),
-        words: tree
-            .as_ref()
-            .map(|tree| Arc::new(paths::words_of_tree(source, tree))),
+        enumeration: Arc::new(enumeration),
+        words,
     }
 }

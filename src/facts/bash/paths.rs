@@ -142,6 +142,25 @@ pub(super) struct Words {
     not_understood: Option<String>,
 }
 
+impl Words {
+    /// Adds the words of a script the line runs (a wrapper's payload). It
+    /// may run after a `cd` of the line, so its relative words have an
+    /// unknown directory: their writes floor, an absolute one is judged.
+    pub(super) fn merge(&mut self, other: Words) {
+        for mut word in other.words {
+            if let Base::Known(offset) = &word.base {
+                if !offset.starts_with('/') && !offset.starts_with('~') {
+                    word.base = Base::Unknown;
+                }
+            }
+            self.words.push(word);
+        }
+        if self.not_understood.is_none() {
+            self.not_understood = other.not_understood;
+        }
+    }
+}
+
 fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
     let mut out = BashPaths {
         not_understood: words.not_understood.clone(),
@@ -150,9 +169,15 @@ fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -
     let mut seen_external: Vec<Arc<str>> = Vec::new();
     let mut seen_rule: Vec<Arc<[String]>> = Vec::new();
     for word in &words.words {
-        let token = word.token.as_str();
+        // `${HOME}/x` is the home as `$HOME/x` is (newer upstream).
+        let braced = word
+            .token
+            .strip_prefix("${HOME}")
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+            .map(|rest| format!("$HOME{rest}"));
+        let token = braced.as_deref().unwrap_or(word.token.as_str());
         if word.access != Access::Path {
-            project_target(word, cwd, canonical_cwd, home, &mut out);
+            project_target(word, token, cwd, canonical_cwd, home, &mut out);
             continue;
         }
         if reject_non_path_token(token) {
@@ -228,27 +253,54 @@ fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -
 /// text does not fix makes the line not understood.
 fn project_target(
     word: &Word,
+    token: &str,
     cwd: &str,
     canonical_cwd: &CanonicalCwd,
     home: &str,
     out: &mut BashPaths,
 ) {
-    let token = word.token.as_str();
     let write = word.access == Access::Write;
     let relative = !token.starts_with('/') && !is_home_spelled(token) && token != "~";
     let base = match &word.base {
         Base::Known(offset) => Some(base_dir(cwd, home, offset)),
         Base::Unknown => None,
     };
-    let Some(base) = base.filter(|_| word.fixed).or_else(|| {
+    let expandable = !word.fixed && super::glob::is_pattern(token);
+    let Some(base) = base.filter(|_| word.fixed || expandable).or_else(|| {
         // An absolute (or home) path does not depend on the directory.
-        (word.fixed && !relative).then(|| cwd.to_string())
+        ((word.fixed || expandable) && !relative).then(|| cwd.to_string())
     }) else {
         if write && out.unresolved_write.is_none() {
             out.unresolved_write = Some(token.to_string());
         }
         return;
     };
+    if expandable {
+        // A glob or brace list: judged on each name it gives here (so a
+        // guard or deny on one of them answers) and on the pattern; a
+        // write through one is not fixed by the text, so it also floors.
+        match super::glob::expand(token, &base, home) {
+            Some(names) => {
+                for name in names {
+                    let fixed = Word {
+                        token: name.clone(),
+                        base: Base::Known(String::new()),
+                        access: word.access,
+                        fixed: true,
+                    };
+                    project_target(&fixed, &name, cwd, canonical_cwd, home, out);
+                }
+            }
+            None => {
+                if out.unresolved_write.is_none() && write {
+                    out.unresolved_write = Some(token.to_string());
+                }
+            }
+        }
+        if write && out.unresolved_write.is_none() {
+            out.unresolved_write = Some(token.to_string());
+        }
+    }
     if token.is_empty() || SAFE_SYSTEM_PATHS.contains(&token) {
         return;
     }
@@ -636,6 +688,25 @@ impl<'s> Walker<'s> {
         match node.kind() {
             "command" => self.command_tokens(node, depth + 1),
             "file_redirect" => self.redirect_tokens(node),
+            "heredoc_redirect" => {
+                // A body whose delimiter is not quoted is expanded: the
+                // commands of its substitutions run (their writes count),
+                // its prose is no path.
+                let quoted = children(&node).iter().any(|c| {
+                    c.kind() == "heredoc_start" && text(c, self.source).contains(['\'', '"', '\\'])
+                });
+                let mut tokens = Vec::new();
+                for child in children(&node) {
+                    match child.kind() {
+                        "heredoc_body" if !quoted => {
+                            tokens.extend(self.hosted_tokens(child, depth + 1))
+                        }
+                        "heredoc_body" | "heredoc_end" | "heredoc_start" => {}
+                        _ => tokens.extend(self.subtree_tokens(child, depth + 1)),
+                    }
+                }
+                tokens
+            }
             "for_statement" | "case_statement" => {
                 // The words a loop runs over and a case's subject are
                 // operands the statement names (newer upstream #839); a
@@ -681,11 +752,14 @@ impl<'s> Walker<'s> {
 
     fn redirect_tokens(&self, node: Node<'_>) -> Vec<String> {
         self.note_redirect(node);
-        children(&node)
+        let mut tokens: Vec<String> = children(&node)
             .iter()
             .filter(|c| is_arg(c.kind()))
             .map(|c| shell_value(c, self.source))
-            .collect()
+            .collect();
+        // `2>"$(…)"`: the substitution runs before the redirect opens.
+        tokens.extend(self.hosted_tokens(node, 0));
+        tokens
     }
 
     fn command_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
@@ -717,6 +791,9 @@ impl<'s> Walker<'s> {
                     tokens.push(shell_value(&child, self.source));
                 }
                 seen_name = true;
+                // What runs inside the word (`"$(…)"`, `a\`…\`b`) is read
+                // too: its writes are the line's.
+                tokens.extend(self.hosted_tokens(child, depth + 1));
                 continue;
             }
             tokens.extend(self.subtree_tokens(child, depth + 1));
@@ -747,6 +824,7 @@ impl<'s> Walker<'s> {
                 tokens.extend(self.subtree_tokens(child, depth + 1));
                 continue;
             }
+            tokens.extend(self.hosted_tokens(child, depth + 1));
             let value = shell_value(&child, self.source);
             match next.take() {
                 Some(false) => continue,
@@ -869,6 +947,13 @@ fn is_fixed(node: Node<'_>, source: &str, depth: usize) -> bool {
     if depth > MAX_DEPTH {
         return false;
     }
+    if depth == 0
+        && matches!(node.kind(), "word" | "concatenation")
+        && super::glob::is_pattern(text(&node, source))
+    {
+        // `{a,b}` is split into words by tree-sitter; the whole tells.
+        return false;
+    }
     match node.kind() {
         "raw_string" | "number" => true,
         "word" => plain_word(text(&node, source), depth == 0),
@@ -884,7 +969,16 @@ fn is_fixed(node: Node<'_>, source: &str, depth: usize) -> bool {
             .iter()
             .enumerate()
             .all(|(i, c)| match c.kind() {
-                "simple_expansion" | "expansion" => i == 0 && is_home(text(c, source)),
+                // `$HOME` first, or right after an option's `=`
+                // (`--output=$HOME/x`).
+                "simple_expansion" | "expansion" => {
+                    is_home(text(c, source))
+                        && (i == 0
+                            || (i == 1
+                                && children(&node)
+                                    .first()
+                                    .is_some_and(|w| text(w, source).ends_with('='))))
+                }
                 "word" => plain_word(text(c, source), i == 0),
                 _ => is_fixed(*c, source, depth + 1),
             }),

@@ -17,6 +17,7 @@
 //! does `${x@P}` (prompt expansion of a value). Arithmetic on literal
 //! numbers only is understood; anything naming a variable is not.
 
+use super::enumerate::is_inert_assignment;
 use super::parse::{children, text};
 use tree_sitter::Node;
 
@@ -198,7 +199,9 @@ fn survey(
                 why.get_or_insert_with(|| format!("{body:?} evaluates a variable's value"));
             }
         }
-        "binary_expression" | "unary_expression" => {
+        // Only `[[` evaluates its operands as arithmetic expressions; the
+        // `[` builtin reads plain numbers.
+        "binary_expression" | "unary_expression" if in_double_brackets(node, source) => {
             let arithmetic_test = children(&node).iter().any(|c| {
                 matches!(
                     text(c, source),
@@ -215,19 +218,242 @@ fn survey(
             }
         }
         "command" => {
-            let name = node
-                .child_by_field_name("name")
-                .map(|n| text(&n, source))
-                .unwrap_or_default();
-            if name == "let" {
-                why.get_or_insert_with(|| "let evaluates arithmetic".into());
+            if let Some(found) = command_not_understood(source, node) {
+                why.get_or_insert(found);
             }
+        }
+        "variable_assignment" => {
+            // Standing alone (or under `export`, `declare`, …) it changes
+            // what later commands run: `PATH=.; git status`.
+            let standalone = node.parent().is_none_or(|p| p.kind() != "command");
+            let name = assigned(node, source);
+            if standalone && !is_inert_assignment(&name) {
+                why.get_or_insert_with(|| {
+                    format!("setting {name} changes what later commands run")
+                });
+            }
+        }
+        "declaration_command" => {
+            let all_inert =
+                children(&node)
+                    .iter()
+                    .filter(|c| c.is_named())
+                    .all(|c| match c.kind() {
+                        "variable_assignment" => is_inert_assignment(&assigned(*c, source)),
+                        "variable_name" => is_inert_assignment(text(c, source)),
+                        _ => false,
+                    });
+            if !all_inert {
+                why.get_or_insert_with(|| format!("{body:?} changes what later commands run"));
+            }
+        }
+        "unset_command" | "function_definition" => {
+            why.get_or_insert_with(|| {
+                format!("{:?} changes what later commands run", first_line(body))
+            });
         }
         _ => {}
     }
     for child in children(&node) {
         survey(source, child, inert, arithmetic, why, depth + 1);
     }
+}
+
+/// Builtins that change what later commands mean or run code from data.
+const REDEFINING: &[&str] = &[
+    "alias",
+    "unalias",
+    "hash",
+    "enable",
+    "complete",
+    "compgen",
+    "read",
+    "readarray",
+    "mapfile",
+    "let",
+    "source",
+    ".",
+    "bind",
+    "fc",
+];
+/// Interpreters, and the options that give them a program on the line.
+const INLINE_PROGRAMS: &[(&str, &[&str])] = &[
+    ("python", &["-c"]),
+    ("python3", &["-c"]),
+    ("python2", &["-c"]),
+    ("node", &["-e", "-p", "--eval", "--print"]),
+    ("deno", &["eval"]),
+    ("bun", &["-e", "--eval"]),
+    ("perl", &["-e", "-E"]),
+    ("ruby", &["-e"]),
+    ("php", &["-r"]),
+    ("lua", &["-e"]),
+];
+/// Commands whose operands are never files: a variable among them is no
+/// unknown path.
+const NO_PATH_OPERANDS: &[&str] = &[
+    "echo", "printf", "test", "[", "true", "false", "exit", "return", "shift", "sleep", "wait",
+];
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh"];
+
+/// Why a simple command is not understood: its name is computed, it
+/// redefines commands, runs a program from data or stdin, or names an
+/// operand through a variable whose value the text does not show.
+fn command_not_understood(source: &str, node: Node<'_>) -> Option<String> {
+    let name_node = node.child_by_field_name("name")?;
+    let plain_name = children(&name_node).iter().all(|c| c.kind() == "word")
+        && !text(&name_node, source).contains(['$', '`']);
+    let raw = text(&name_node, source);
+    if !plain_name {
+        return Some(format!("the command name {raw:?} is computed"));
+    }
+    let name = raw.replace('\\', "");
+    let name = name.rsplit('/').next().unwrap_or(&name).to_string();
+    let args: Vec<Node<'_>> = children(&node)
+        .into_iter()
+        .filter(|c| {
+            c.is_named()
+                && !matches!(
+                    c.kind(),
+                    "command_name"
+                        | "variable_assignment"
+                        | "file_redirect"
+                        | "heredoc_redirect"
+                        | "herestring_redirect"
+                        | "comment"
+                )
+        })
+        .collect();
+    let arg_texts: Vec<&str> = args.iter().map(|a| text(a, source)).collect();
+    if REDEFINING.contains(&name.as_str()) {
+        return Some(format!(
+            "{name} changes what later commands mean or runs code from data"
+        ));
+    }
+    if name == "printf" && arg_texts.iter().any(|a| a.starts_with("-v")) {
+        return Some("printf -v sets a variable".into());
+    }
+    if matches!(name.as_str(), "awk" | "gawk" | "mawk" | "nawk") {
+        return Some(format!(
+            "an {name} program can write files and run commands"
+        ));
+    }
+    let versioned = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if let Some((_, flags)) = INLINE_PROGRAMS
+        .iter()
+        .find(|(n, _)| *n == name || *n == versioned)
+    {
+        if arg_texts.iter().any(|a| {
+            flags.iter().any(|f| {
+                a == f
+                    || (f.len() == 2
+                        && a.starts_with('-')
+                        && !a.starts_with("--")
+                        && a.contains(&f[1..]))
+            })
+        }) {
+            return Some(format!("{name} runs a program given on the line"));
+        }
+    }
+    if SHELLS.contains(&name.as_str())
+        && !arg_texts.iter().any(|a| {
+            !a.starts_with('-')
+                || a.starts_with("-c")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+        })
+    {
+        return Some(format!("{name} runs commands read from its input"));
+    }
+    if let Some((_, _)) = INLINE_PROGRAMS
+        .iter()
+        .find(|(n, _)| *n == name || *n == versioned)
+    {
+        // `python3 - <<EOF`, `node < x.js`: the program comes from input.
+        if arg_texts.iter().all(|a| a.starts_with('-')) {
+            return Some(format!("{name} runs a program read from its input"));
+        }
+    }
+    if !NO_PATH_OPERANDS.contains(&name.as_str()) {
+        for arg in &args {
+            if let Some(dynamic) = dynamic_in(source, *arg, *arg, false, 0) {
+                return Some(format!(
+                    "{name}'s argument {dynamic:?} is a value the text does not show"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// A part of an argument whose value the text does not show: a variable
+/// (other than a leading `$HOME`), a command's output, an ANSI-C string.
+/// Unquoted, it may split into several arguments (`--output=…` among
+/// them); quoted, it is one argument, understood only as the value of a
+/// `--option=` written before it.
+fn dynamic_in<'s>(
+    source: &'s str,
+    arg: Node<'_>,
+    node: Node<'_>,
+    quoted: bool,
+    depth: usize,
+) -> Option<&'s str> {
+    if depth > MAX_DEPTH {
+        return Some("…");
+    }
+    match node.kind() {
+        "simple_expansion" | "expansion" | "command_substitution" | "ansi_c_string" => {
+            let t = text(&node, source);
+            let home = (t == "$HOME" || t == "${HOME}")
+                && (node.start_byte() == arg.start_byte()
+                    || source
+                        .get(arg.start_byte()..node.start_byte())
+                        .is_some_and(|before| {
+                            before.trim_matches('"').ends_with('=') || before == "\"\""
+                        }));
+            if home {
+                return None;
+            }
+            let before = source
+                .get(arg.start_byte()..node.start_byte())
+                .unwrap_or_default()
+                .replace(['"', '\''], "");
+            let option_value = quoted && before.starts_with('-') && before.contains('=');
+            (!option_value).then_some(t)
+        }
+        "process_substitution" | "arithmetic_expansion" | "raw_string" => None,
+        "string" => children(&node)
+            .into_iter()
+            .find_map(|c| dynamic_in(source, arg, c, true, depth + 1)),
+        _ => children(&node)
+            .into_iter()
+            .find_map(|c| dynamic_in(source, arg, c, quoted, depth + 1)),
+    }
+}
+
+fn assigned(node: Node<'_>, source: &str) -> String {
+    let written = node
+        .child_by_field_name("name")
+        .map_or_else(|| text(&node, source), |n| text(&n, source));
+    written
+        .split(['[', '=', '+'])
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn in_double_brackets(node: Node<'_>, source: &str) -> bool {
+    let mut current = node.parent();
+    while let Some(parent) = current {
+        if parent.kind() == "test_command" {
+            return text(&parent, source).starts_with("[[");
+        }
+        current = parent.parent();
+    }
+    false
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
 }
 
 /// Arithmetic text that names anything but literal numbers.
