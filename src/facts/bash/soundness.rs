@@ -69,6 +69,16 @@ pub(super) fn unseen_code(
         }
         let was_escaped = std::mem::take(&mut escaped);
         let next = bytes.get(at + 1).copied();
+        if !was_escaped && bytes[at] == b'$' && next == Some(b'{') {
+            // Every `${…}` bash expands, wherever the grammar put it (a
+            // heredoc body is text to it): indirection and prompt expansion
+            // run what a value holds.
+            if let Some(expansion) = braced_at(source, at) {
+                if evaluates_a_value(expansion) {
+                    why.get_or_insert_with(|| format!("{expansion:?} evaluates a variable's value"));
+                }
+            }
+        }
         let starts = match bytes[at] {
             b'`' => true,
             b'$' => matches!(next, Some(b'(') | Some(b'[')),
@@ -461,6 +471,45 @@ fn names_a_variable(expression: &str) -> bool {
     expression
         .chars()
         .any(|c| c.is_ascii_alphabetic() || c == '_' || c == '$' || c == '`')
+}
+
+/// The `${…}` starting at `at`, up to its balancing brace.
+fn braced_at(source: &str, at: usize) -> Option<&str> {
+    let bytes = source.as_bytes();
+    let mut depth = 0usize;
+    for (i, &b) in bytes.iter().enumerate().skip(at + 1) {
+        match b {
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return source.get(at..=i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `${!x}` (the value of the variable named by a value: `x='a[$(cmd)]'`
+/// runs `cmd`), `${x@P}`, or an arithmetic offset ([`prompt_or_offset`]).
+/// `${!prefix*}` and `${!a[@]}` only list names and keys.
+fn evaluates_a_value(expansion: &str) -> bool {
+    let inner = expansion
+        .strip_prefix("${")
+        .and_then(|e| e.strip_suffix('}'))
+        .unwrap_or_default();
+    if let Some(named) = inner.strip_prefix('!') {
+        let lists = named.ends_with('*')
+            || named.ends_with('@')
+            || named.ends_with("[@]")
+            || named.ends_with("[*]");
+        if !lists {
+            return true;
+        }
+    }
+    prompt_or_offset(expansion)
 }
 
 /// `${x@P}` (the value expanded as a prompt) or `${x:off[:len]}` with an
