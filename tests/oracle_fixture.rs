@@ -193,7 +193,20 @@ fn resolve(loader: &PolicyLoader, cwd: &str, query: &Value) -> Answer {
             surface: surface.to_string(),
         }
     };
-    let facts = requester.facts(&form);
+    let mut facts = requester.facts(&form);
+    if surface == "bash" && facts.intents.len() > 1 {
+        // permfs also judges what a `{surface: bash}` line writes (issue
+        // 22; the reference's `check` judges the command alone): that can
+        // only make the answer stricter, which is checked here, and the
+        // command's own judgment is what is compared with the oracle.
+        let full = judge(&[&policy.rules], &facts).expect("rules evaluate");
+        facts.intents.retain(|i| i.surface == "bash");
+        let command_only = judge(&[&policy.rules], &facts).expect("rules evaluate");
+        assert!(
+            full.state >= command_only.state,
+            "{query}: the line's write facts made the answer less restrictive"
+        );
+    }
     let judgment = judge(&[&policy.rules], &facts).expect("rules evaluate");
     let decided = judgment.deciding_check();
     Answer {

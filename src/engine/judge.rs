@@ -335,6 +335,16 @@ fn check_bash(
             candidate.consider(&mut best);
         }
     }
+    // The commands spelled with their relative path operands absolute (at
+    // the asking session): a rule written with an absolute path meets
+    // them; only a specific rule's refusal counts, so this never loosens
+    // the line.
+    for spelled in intent.match_values.iter().skip(1) {
+        let candidate = BashCandidate::judge(stack, Cow::Borrowed(spelled.as_str()))?;
+        if candidate.is_specific() && candidate.state() != PermissionState::Allow {
+            candidate.consider(&mut best);
+        }
+    }
     let line = strip_leading_comments(command);
     if !line.is_empty() && !enumeration.units.iter().any(|u| u.text == line) {
         let candidate = BashCandidate::judge(stack, Cow::Borrowed(line))?;

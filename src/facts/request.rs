@@ -464,8 +464,10 @@ impl Requester {
                 // The line's writes are facts too: the built-in guards and
                 // the config's write rules must see `> X` and `--output=X`
                 // whichever form asked.
-                let (mut intents, floor) = self.bash_path_intents(value, false);
-                let mut intent = self.intent(surface, value);
+                let (mut intents, floor, spellings) = self.bash_path_intents(value, false);
+                let mut values = vec![value.to_string()];
+                values.extend(spellings);
+                let mut intent = self.plain_intent(surface, values);
                 intent.floor = floor;
                 intents.push(intent);
                 intents
@@ -566,14 +568,18 @@ impl Requester {
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
         let mut bash_floor = None;
+        let mut spellings = Vec::new();
         if tool == "bash" {
-            let (path_intents, floor) = self.bash_path_intents(&command, true);
+            let (path_intents, floor, spelled) = self.bash_path_intents(&command, true);
             intents.extend(path_intents);
             bash_floor = floor;
+            spellings = spelled;
         }
         let tool_intent = match tool {
             "bash" => {
-                let mut intent = self.plain_intent("bash", vec![command]);
+                let mut values = vec![command];
+                values.extend(spellings);
+                let mut intent = self.plain_intent("bash", values);
                 intent.floor = bash_floor;
                 intent
             }
@@ -615,15 +621,23 @@ impl Requester {
     /// allowed to write where a rule or guard would refuse, whichever form
     /// asked (stricter than the reference: docs/reference-divergences.md).
     ///
+    /// And the line's commands spelled with their relative path operands
+    /// absolute (`rm /repo/secrets/x` for `rm secrets/x`), which a specific
+    /// `bash` rule written with an absolute path meets (newer upstream).
+    ///
     /// Also returns the floor for the `bash` check when the line writes
     /// where its text does not fix, or uses a known command in a way not
     /// understood: no rule may then allow it alone.
-    fn bash_path_intents(&self, command: &str, gates: bool) -> (Vec<AccessIntent>, Option<String>) {
+    fn bash_path_intents(
+        &self,
+        command: &str,
+        gates: bool,
+    ) -> (Vec<AccessIntent>, Option<String>, Vec<String>) {
         if command.trim().is_empty() {
-            return (Vec::new(), None);
+            return (Vec::new(), None, Vec::new());
         }
         let Some(paths) = bash_paths(command, &self.cwd, &self.canonical_cwd, &self.home) else {
-            return (Vec::new(), None);
+            return (Vec::new(), None, Vec::new());
         };
         let mut intents = Vec::with_capacity(
             paths.external.len() + paths.rule_words.len() + 2 * paths.targets.len(),
@@ -663,7 +677,7 @@ impl Requester {
         } else {
             None
         };
-        (intents, floor)
+        (intents, floor, paths.spellings.clone())
     }
 }
 

@@ -166,6 +166,18 @@ pub(super) fn enumerate_tree(
     for inner in hidden {
         walker.payload(&inner);
     }
+    if root.has_error() && source.contains("<<") {
+        // A heredoc the grammar could not read can swallow the rest of its
+        // line (`cat <<EOF ; rm -rf x`): the line is floored, and its
+        // command lines without the heredoc operators are read again so a
+        // deny still reaches what they run (newer upstream #840, #875).
+        for line in source.lines().filter(|l| l.contains("<<")) {
+            let salvaged = without_heredoc_operators(line);
+            if salvaged.trim() != line.trim() {
+                walker.payload(&salvaged);
+            }
+        }
+    }
     Enumeration {
         unparsed: root.has_error() || walker.too_deep,
         units: walker.units,
@@ -684,6 +696,37 @@ fn program_name(node: &Node<'_>, source: &str) -> String {
     // A backslash-newline is a line continuation: `r\<newline>m` is `rm`.
     let value = value.replace("\\\n", "").replace('\\', "");
     value.rsplit('/').next().unwrap_or(&value).to_string()
+}
+
+/// `line` with each `<<WORD`, `<<-'WORD'`, `2<<"WORD"` taken out (a
+/// here-string `<<<` stays).
+fn without_heredoc_operators(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("<<") {
+        if rest[at..].starts_with("<<<") {
+            out.push_str(&rest[..at + 3]);
+            rest = &rest[at + 3..];
+            continue;
+        }
+        let head = rest[..at].trim_end_matches(|c: char| c.is_ascii_digit());
+        out.push_str(head);
+        let mut tail = rest[at + 2..].trim_start_matches('-').trim_start();
+        let quote = tail.chars().next().filter(|c| *c == '\'' || *c == '"');
+        if let Some(q) = quote {
+            tail = &tail[1..];
+            tail = tail.find(q).map_or("", |end| &tail[end + 1..]);
+        } else {
+            let end = tail
+                .find(|c: char| c.is_whitespace() || ";&|<>()".contains(c))
+                .unwrap_or(tail.len());
+            tail = &tail[end..];
+        }
+        out.push(' ');
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The variable a `variable_assignment` node sets (`a` for `a[i]+=x`).

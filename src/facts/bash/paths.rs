@@ -98,6 +98,9 @@ pub struct BashPaths {
     pub unresolved_write: Option<String>,
     /// Why a known command is not understood (`effects.json`'s floors).
     pub not_understood: Option<String>,
+    /// The line's commands spelled with their relative path operands
+    /// absolute, where that changes them.
+    pub spellings: Vec<String>,
 }
 
 /// Reads the path words of `command` as the session at `cwd` sees them.
@@ -126,11 +129,14 @@ pub(super) fn words_of_tree(command: &str, tree: &Tree) -> Words {
         words: Vec::new(),
         pending: RefCell::new(Vec::new()),
         not_understood: RefCell::new(None),
+        pending_spellings: RefCell::new(Vec::new()),
+        spellings: Vec::new(),
     };
     walker.walk(tree.root_node(), Base::Known(String::new()), 0);
     Words {
         words: walker.words,
         not_understood: walker.not_understood.into_inner(),
+        spellings: walker.spellings,
     }
 }
 
@@ -140,6 +146,11 @@ pub(super) struct Words {
     words: Vec<Word>,
     /// Why a known command of the line is not understood.
     not_understood: Option<String>,
+    /// Each command as words, its relative path operands marked, with the
+    /// directory it runs in: spelled with those operands absolute, it
+    /// meets a `bash` rule written with an absolute path (`rm
+    /// /repo/secrets/*` for `rm secrets/x`, newer upstream).
+    spellings: Vec<(Vec<(String, bool)>, Base)>,
 }
 
 impl Words {
@@ -155,17 +166,47 @@ impl Words {
             }
             self.words.push(word);
         }
+        for (parts, base) in other.spellings {
+            if let Base::Known(offset) = &base {
+                if offset.starts_with('/') || offset.starts_with('~') {
+                    self.spellings.push((parts, base));
+                }
+            }
+        }
         if self.not_understood.is_none() {
             self.not_understood = other.not_understood;
         }
     }
 }
 
+/// At most this many commands of a line are spelled with absolute paths.
+const MAX_SPELLINGS: usize = 32;
+
 fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
     let mut out = BashPaths {
         not_understood: words.not_understood.clone(),
         ..BashPaths::default()
     };
+    for (parts, base) in &words.spellings {
+        let Base::Known(offset) = base else {
+            continue;
+        };
+        let dir = base_dir(cwd, home, offset);
+        let spelled: Vec<String> = parts
+            .iter()
+            .map(|(word, relative)| {
+                if *relative {
+                    resolve(&dir, word)
+                } else {
+                    word.clone()
+                }
+            })
+            .collect();
+        let spelled = spelled.join(" ");
+        if !out.spellings.contains(&spelled) {
+            out.spellings.push(spelled);
+        }
+    }
     let mut seen_external: Vec<Arc<str>> = Vec::new();
     let mut seen_rule: Vec<Arc<[String]>> = Vec::new();
     for word in &words.words {
@@ -388,6 +429,10 @@ struct Walker<'s> {
     pending: RefCell<Vec<(String, Access, bool)>>,
     /// Why a known command is not understood (the first one found).
     not_understood: RefCell<Option<String>>,
+    /// Commands just read, as spellings waiting for their directory
+    /// ([`Words::spellings`]).
+    pending_spellings: RefCell<Vec<Vec<(String, bool)>>>,
+    spellings: Vec<(Vec<(String, bool)>, Base)>,
 }
 
 fn skip_subtree(kind: &str) -> bool {
@@ -415,6 +460,46 @@ impl<'s> Walker<'s> {
                 access,
                 fixed,
             });
+        }
+        for parts in self.pending_spellings.take() {
+            if self.spellings.len() < MAX_SPELLINGS {
+                self.spellings.push((parts, base.clone()));
+            }
+        }
+    }
+
+    /// Notes the command as words, its relative path operands marked (a
+    /// command with an argument the text does not fix is not spelled).
+    fn note_spelling(&self, node: Node<'_>) {
+        let mut parts = Vec::new();
+        let mut named = false;
+        for child in children(&node) {
+            if !child.is_named() {
+                continue;
+            }
+            match child.kind() {
+                "command_name" => {
+                    parts.push((text(&child, self.source).to_string(), false));
+                    named = true;
+                }
+                "variable_assignment" | "comment" => {}
+                "file_redirect" | "heredoc_redirect" | "herestring_redirect" => {}
+                _ if named => {
+                    if !is_fixed(child, self.source, 0) {
+                        return;
+                    }
+                    let value = shell_value(&child, self.source);
+                    let relative = !value.is_empty()
+                        && !value.starts_with(['-', '/', '~', '$'])
+                        && !value.contains('=')
+                        && !matches(&URL, &value);
+                    parts.push((value, relative));
+                }
+                _ => return,
+            }
+        }
+        if parts.iter().any(|(_, relative)| *relative) {
+            self.pending_spellings.borrow_mut().push(parts);
         }
     }
 
@@ -764,6 +849,7 @@ impl<'s> Walker<'s> {
 
     fn command_tokens(&self, node: Node<'_>, depth: usize) -> Vec<String> {
         self.note_effects(node);
+        self.note_spelling(node);
         match command_name(node, self.source)
             .as_deref()
             .and_then(pattern_first)
@@ -788,7 +874,11 @@ impl<'s> Walker<'s> {
             }
             if is_arg(kind) {
                 if seen_name {
-                    tokens.push(shell_value(&child, self.source));
+                    let value = shell_value(&child, self.source);
+                    if let Some(embedded) = option_value(&value) {
+                        tokens.push(embedded.to_string());
+                    }
+                    tokens.push(value);
                 }
                 seen_name = true;
                 // What runs inside the word (`"$(…)"`, `a\`…\`b`) is read
@@ -835,6 +925,11 @@ impl<'s> Walker<'s> {
                 None => {}
             }
             if !past_flags && kind == "word" && value.starts_with('-') && value.len() > 1 {
+                if let Some(embedded) = option_value(&value) {
+                    // `--exclude-dir=/etc/skel`: the value names a path.
+                    tokens.push(embedded.to_string());
+                    continue;
+                }
                 if value == "--" {
                     past_flags = true;
                 } else if config.arg_flags.contains(&value.as_str()) {
@@ -898,6 +993,17 @@ fn command_name(node: Node<'_>, source: &str) -> Option<String> {
         value
     };
     (!value.is_empty()).then(|| value.rsplit('/').next().unwrap_or(&value).to_string())
+}
+
+/// The value of `--opt=value` or `-o=value` (after the first `=`), which
+/// may name a path (newer upstream #645).
+fn option_value(word: &str) -> Option<&str> {
+    if !word.starts_with('-') {
+        return None;
+    }
+    word.split_once('=')
+        .map(|(_, value)| value)
+        .filter(|v| !v.is_empty())
 }
 
 /// The directory a base offset names: joined with the cwd, or the home's
