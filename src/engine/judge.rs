@@ -341,7 +341,11 @@ fn check_bash(
     // the line.
     for spelled in intent.match_values.iter().skip(1) {
         let candidate = BashCandidate::judge(stack, Cow::Borrowed(spelled.as_str()))?;
-        if candidate.is_specific() && candidate.state() != PermissionState::Allow {
+        let absolute_rule = candidate
+            .rule
+            .reported_pattern()
+            .is_some_and(|p| p.contains('/'));
+        if absolute_rule && candidate.is_specific() && candidate.state() != PermissionState::Allow {
             candidate.consider(&mut best);
         }
     }

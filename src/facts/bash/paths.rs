@@ -489,7 +489,9 @@ impl<'s> Walker<'s> {
                         return;
                     }
                     let value = shell_value(&child, self.source);
-                    let relative = !value.is_empty()
+                    // Path-shaped only (`secrets/x`, `./a`): a bare word
+                    // is an argument more often than a file.
+                    let relative = (value.contains('/') || value.starts_with('.'))
                         && !value.starts_with(['-', '/', '~', '$'])
                         && !value.contains('=')
                         && !matches(&URL, &value);
