@@ -194,6 +194,14 @@ pub fn tool_request(tool: &str, input: &Value, cwd: &str) -> Result<Value, Strin
         // list still says `Task`: one surface, so one rule covers both.
         "Agent" | "Task" => Ok(surface("agent", field(input, &["subagent_type"]))),
         "WebSearch" => Ok(surface("websearch", field(input, &["query"]))),
+        // Codex's patch tool: the envelope is read for the files it writes
+        // (`src/facts/patch.rs`); one that cannot be read floors to ask.
+        "apply_patch" | "ApplyPatch" => {
+            let patch = field(input, &["patch", "input", "command"])
+                .or_else(|| input.as_str())
+                .unwrap_or_default();
+            Ok(json!({"tool": "apply_patch", "input": {"patch": patch}}))
+        }
         _ => match tool.strip_prefix("mcp__") {
             Some(rest) => {
                 let (server, name) = rest
@@ -327,6 +335,15 @@ mod tests {
         assert_eq!(
             pre("TodoWrite", json!({"todos": []})),
             json!({"surface": "todowrite"})
+        );
+    }
+
+    #[test]
+    fn a_codex_patch_is_asked_with_its_envelope() {
+        let patch = "*** Begin Patch\n*** Update File: .env\n*** End Patch\n";
+        assert_eq!(
+            tool_request("apply_patch", &json!({"command": patch}), "/w").expect("maps"),
+            json!({"tool": "apply_patch", "input": {"patch": patch}})
         );
     }
 

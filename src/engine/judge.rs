@@ -552,9 +552,11 @@ mod tests {
             let verdict = bash(&config, typed);
             assert_eq!(verdict.state, PermissionState::Deny, "{typed}");
         }
+        // A rebound HOME is not the home the rule names; the assignment
+        // statement itself changes what runs, so the line asks.
         assert_eq!(
             bash(&config, "HOME=/tmp/evil; ~/bin/danger --now").state,
-            PermissionState::Allow,
+            PermissionState::Ask,
             "a rebound HOME is not the home the rule names"
         );
         // Never looser than the typed text: an allow on the spelling does

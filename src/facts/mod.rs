@@ -7,5 +7,6 @@ pub mod fence;
 pub mod forwarded;
 pub mod intent;
 pub mod memo;
+pub mod patch;
 pub mod path_text;
 pub mod request;

@@ -375,6 +375,17 @@ pub struct FactSet {
     pub unusable: Option<String>,
 }
 
+impl FactSet {
+    /// Facts that could not be derived, with why: they floor to `ask`.
+    fn unusable(why: String) -> Self {
+        Self {
+            tool: None,
+            intents: Vec::new(),
+            unusable: Some(why),
+        }
+    }
+}
+
 impl Requester {
     /// A relative `cwd` is resolved against the process cwd (sessions'
     /// cwds are absolute, so the mount never asks the kernel for it).
@@ -536,8 +547,49 @@ impl Requester {
         }
     }
 
+    /// Codex's `apply_patch`: a `path_write` fact (and
+    /// `external_directory_write` outside the cwd) for every file its
+    /// envelope names, then the `apply_patch` surface. A patch that cannot
+    /// be read gives no usable facts: it floors to `ask`.
+    fn patch_facts(&self, input: &Value) -> FactSet {
+        let text = ["patch", "input", "command"]
+            .iter()
+            .find_map(|k| input.get(*k).and_then(Value::as_str))
+            .or_else(|| input.as_str());
+        let files = match text.map(super::patch::written_files) {
+            Some(Ok(files)) => files,
+            Some(Err(why)) => {
+                let mut facts = FactSet::unusable(format!("apply_patch: {why}"));
+                facts.tool = Some("apply_patch".into());
+                return facts;
+            }
+            None => return FactSet::unusable("apply_patch: the call carries no patch".into()),
+        };
+        let mut intents = Vec::with_capacity(2 * files.len() + 1);
+        for file in &files {
+            let path = AccessPath::for_path(file, &self.cwd, &self.home);
+            let mut intent = self.path_intent("path_write", &path);
+            intent.word = Some(file.clone());
+            intents.push(intent);
+            if path.is_outside(self.canonical_cwd.get()) {
+                let mut intent = self.path_intent("external_directory_write", &path);
+                intent.word = Some(file.clone());
+                intents.push(intent);
+            }
+        }
+        intents.push(self.plain_intent("apply_patch", files));
+        FactSet {
+            tool: Some("apply_patch".into()),
+            intents,
+            unusable: None,
+        }
+    }
+
     /// The built-in gates: which surfaces a tool call raises.
     fn tool_call_facts(&self, tool: &str, input: &Value) -> FactSet {
+        if tool == "apply_patch" {
+            return self.patch_facts(input);
+        }
         let direction = match tool {
             "read" | "grep" | "find" | "ls" => Some("_read"),
             "write" => Some("_write"),
@@ -778,6 +830,30 @@ mod tests {
 
     fn surfaces(facts: &FactSet) -> Vec<&str> {
         facts.intents.iter().map(|i| i.surface.as_str()).collect()
+    }
+
+    #[test]
+    fn a_patch_writes_every_file_its_envelope_names() {
+        let r = requester("/nonexistent-w");
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "apply_patch".into(),
+            input: json!({"patch": "*** Begin Patch\n*** Update File: .env\n@@\n-a\n+b\n*** Add File: /etc/x\n+y\n*** End Patch\n"}),
+        });
+        assert_eq!(
+            surfaces(&facts),
+            [
+                "path_write",
+                "path_write",
+                "external_directory_write",
+                "apply_patch"
+            ]
+        );
+        assert_eq!(facts.intents[0].match_values[0], "/nonexistent-w/.env");
+        let facts = r.facts(&AskForm::ToolCall {
+            tool: "apply_patch".into(),
+            input: json!({"patch": "rm -rf /"}),
+        });
+        assert!(facts.unusable.is_some() && facts.intents.is_empty());
     }
 
     #[test]
