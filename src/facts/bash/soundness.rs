@@ -192,10 +192,8 @@ fn survey(
         "c_style_for_statement" => {
             why.get_or_insert_with(|| "for ((…)) evaluates variables as arithmetic".into());
         }
-        "compound_statement" if body.starts_with("((") => {
-            if names_a_variable(body) {
-                why.get_or_insert_with(|| format!("{body:?} evaluates a variable's value"));
-            }
+        "compound_statement" if body.starts_with("((") && names_a_variable(body) => {
+            why.get_or_insert_with(|| format!("{body:?} evaluates a variable's value"));
         }
         "subscript" => {
             let index = node
@@ -206,10 +204,8 @@ fn survey(
                 why.get_or_insert_with(|| format!("the subscript {index:?} is arithmetic"));
             }
         }
-        "expansion" => {
-            if prompt_or_offset(body) {
-                why.get_or_insert_with(|| format!("{body:?} evaluates a variable's value"));
-            }
+        "expansion" if prompt_or_offset(body) => {
+            why.get_or_insert_with(|| format!("{body:?} evaluates a variable's value"));
         }
         // Only `[[` evaluates its operands as arithmetic expressions; the
         // `[` builtin reads plain numbers.
