@@ -19,6 +19,7 @@ mkdir -p mount
 # config/ read-only (with .permfs/, .pi/, .claude/, .codex/), and an agent's
 # write to it is denied by a final guard; project layers count for `allow`
 # only once trusted: `permfs trust DIR`.
-# A first release build is one LTO unit: several minutes, with no output.
-[ -x target/release/permfs ] || echo "permfs: building the release binary (the first build takes several minutes)..." >&2
+# The first release build takes about a minute (`--profile dist` is the
+# slower, faster-running build to ship).
+[ -x target/release/permfs ] || echo "permfs: building the release binary (about a minute the first time)..." >&2
 exec cargo run --release --quiet -- mount ./mount --config config/permfs.json "$@"
