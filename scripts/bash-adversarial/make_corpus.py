@@ -735,7 +735,7 @@ CHOICE_REASONS = {
     "assignment_unit": "a pure assignment is a command unit of its own, judged by the rules as the reference judges it (here by `*`: ask)",
     "arithmetic_literal": "arithmetic naming anything but decimal digits floors (hex and base literals included)",
     "config_driven": "git --ext-diff runs what the repository config (agent-writable) names: it floors to ask",
-    "not_followed": "known limit: the directory after a CDPATH/HOME/OLDPWD assignment, `cd -` or a line continuation inside a command name is not followed; the line floors to ask instead of resolving it to the guard",
+    "not_followed": "known limit: the directory after a CDPATH/HOME/OLDPWD assignment, `cd -` is not followed; the line floors to ask instead of resolving it to the guard",
 }
 CHOICES = [
     ('ls -la <<EOF\n`rm -rf build`\nEOF', 'guarded', 'ask', 'grammar'),
@@ -810,7 +810,6 @@ CHOICES = [
     ('cat() { rm -rf build; }; cat README.md', 'guarded', 'ask', 'redefines'),
     ('git log --ext-diff -p', 'shipped', 'ask', 'config_driven'),
     ('git log --ext-diff -p', 'guarded', 'ask', 'config_driven'),
-    ('r\\\nm -rf build', 'shipped', 'ask', 'not_followed'),
     ('git log --format=\'%H\' -- "$(echo src)"', 'guarded', 'ask', 'dynamic'),
     ('x=1; echo "$x"', 'guarded', 'ask', 'redefines'),
     ('grep -r allow {mnt}/sessions', 'shipped', 'deny', 'reads'),

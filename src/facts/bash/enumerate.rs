@@ -295,7 +295,8 @@ impl<'s> Walker<'s> {
         role: UnitRole,
         written: Option<String>,
     ) {
-        let text = text.trim();
+        let joined = join_continuations(text);
+        let text = joined.trim();
         if !text.is_empty() {
             self.units.push(CommandUnit {
                 text: text.to_string(),
@@ -696,6 +697,40 @@ fn program_name(node: &Node<'_>, source: &str) -> String {
     // A backslash-newline is a line continuation: `r\<newline>m` is `rm`.
     let value = value.replace("\\\n", "").replace('\\', "");
     value.rsplit('/').next().unwrap_or(&value).to_string()
+}
+
+/// `text` with each backslash-newline outside single quotes taken out, as
+/// bash joins the lines (`r\<newline>m -rf x` runs `rm -rf x`), so a rule
+/// meets the command that runs.
+fn join_continuations(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("\\\n") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                out.push(c);
+            }
+            '\\' if !quoted => match chars.peek() {
+                Some('\n') => {
+                    chars.next();
+                }
+                Some(_) => {
+                    out.push(c);
+                    if let Some(next) = chars.next() {
+                        out.push(next);
+                    }
+                }
+                None => out.push(c),
+            },
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `line` with each `<<WORD`, `<<-'WORD'`, `2<<"WORD"` taken out (a
