@@ -93,8 +93,9 @@ pub struct BashPaths {
     /// What redirects and known commands read and write.
     pub targets: Vec<Target>,
     /// A write target whose path the text does not fix (an expansion, a
-    /// glob, a relative path after a `cd` that cannot be followed): the
-    /// line is not understood and floors to `ask`.
+    /// glob, a relative path after a `cd` that cannot be followed), or a
+    /// read or write through a glob that cannot be expanded here: the line
+    /// is not understood and floors to `ask`.
     pub unresolved_write: Option<String>,
     /// Why a known command is not understood (`effects.json`'s floors).
     pub not_understood: Option<String>,
@@ -333,7 +334,10 @@ fn project_target(
                 }
             }
             None => {
-                if out.unresolved_write.is_none() && write {
+                // Not expandable here (too many names, inside the mount, an
+                // asker in another namespace): it could name a guarded or
+                // denied path, so a read through it floors too.
+                if out.unresolved_write.is_none() {
                     out.unresolved_write = Some(token.to_string());
                 }
             }
