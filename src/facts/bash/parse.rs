@@ -101,6 +101,26 @@ pub fn children<'t>(node: &Node<'t>) -> Vec<Node<'t>> {
     node.children(&mut cursor).collect()
 }
 
+/// The arguments of a `command` node: its named children other than the
+/// name, prefix assignments, redirects and comments.
+pub fn arguments<'t>(node: &Node<'t>) -> Vec<Node<'t>> {
+    children(node)
+        .into_iter()
+        .filter(|c| {
+            c.is_named()
+                && !matches!(
+                    c.kind(),
+                    "command_name"
+                        | "variable_assignment"
+                        | "file_redirect"
+                        | "heredoc_redirect"
+                        | "herestring_redirect"
+                        | "comment"
+                )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@
 
 use super::effects::{self, Effect};
 use super::enumerate::word_value;
-use super::parse::{children, text};
+use super::parse::{arguments, children, text};
 use crate::facts::access_path::{
     clean_literal, is_outside, AccessPath, CanonicalCwd, SAFE_SYSTEM_PATHS,
 };
@@ -514,21 +514,7 @@ impl<'s> Walker<'s> {
         let Some(name) = command_name(node, self.source) else {
             return;
         };
-        let args: Vec<Node<'_>> = children(&node)
-            .into_iter()
-            .filter(|c| {
-                c.is_named()
-                    && !matches!(
-                        c.kind(),
-                        "command_name"
-                            | "variable_assignment"
-                            | "file_redirect"
-                            | "heredoc_redirect"
-                            | "herestring_redirect"
-                            | "comment"
-                    )
-            })
-            .collect();
+        let args: Vec<Node<'_>> = arguments(&node);
         let values: Vec<String> = args.iter().map(|a| shell_value(a, self.source)).collect();
         let refs: Vec<&str> = values.iter().map(String::as_str).collect();
         let Some(found) = effects::effects(&name, &refs) else {

@@ -18,7 +18,7 @@
 //! numbers only is understood; anything naming a variable is not.
 
 use super::enumerate::is_inert_assignment;
-use super::parse::{children, text};
+use super::parse::{arguments, children, text};
 use tree_sitter::Node;
 
 const MAX_DEPTH: usize = 512;
@@ -317,21 +317,7 @@ fn command_not_understood(source: &str, node: Node<'_>) -> Option<String> {
     }
     let name = raw.replace('\\', "");
     let name = name.rsplit('/').next().unwrap_or(&name).to_string();
-    let args: Vec<Node<'_>> = children(&node)
-        .into_iter()
-        .filter(|c| {
-            c.is_named()
-                && !matches!(
-                    c.kind(),
-                    "command_name"
-                        | "variable_assignment"
-                        | "file_redirect"
-                        | "heredoc_redirect"
-                        | "herestring_redirect"
-                        | "comment"
-                )
-        })
-        .collect();
+    let args: Vec<Node<'_>> = arguments(&node);
     let arg_texts: Vec<&str> = args.iter().map(|a| text(a, source)).collect();
     if REDEFINING.contains(&name.as_str()) {
         return Some(format!(
