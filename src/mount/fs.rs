@@ -164,7 +164,7 @@ fn errno(error: &AuthorityError) -> Errno {
         AuthorityError::Invalid(_) => Errno::EINVAL,
         AuthorityError::PermissionDenied(_) => Errno::EACCES,
         AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
-        AuthorityError::TooLarge => Errno::EFBIG,
+        AuthorityError::TooLarge(_) => Errno::EFBIG,
         AuthorityError::NotEmpty(_) => Errno::ENOTEMPTY,
         AuthorityError::Full(_) => Errno::ENOSPC,
         AuthorityError::AuditUnavailable(_, code) => Errno::from_i32(*code),
@@ -817,7 +817,7 @@ impl Filesystem for PermFs {
                 match drafts.get_mut(&fh.0) {
                     Some(draft) if !draft.submitted => {
                         let end = offset as usize + data.len();
-                        if end > crate::session::authority::MAX_REQUEST_BYTES {
+                        if end > self.authority.request_limit() {
                             draft.oversized = true;
                             draft.data.clear();
                             return reply.error(Errno::EFBIG);
@@ -849,7 +849,7 @@ impl Filesystem for PermFs {
                                 std::mem::take(&mut draft.data),
                             );
                             drop(drafts);
-                            let parsed = Authority::read_request(&request);
+                            let parsed = self.authority.read_request(&request);
                             return match self.raise(fh.0, &session, &rid, parsed) {
                                 Ok(()) => reply.written(data.len() as u32),
                                 Err(error) => reply.error(error),
@@ -868,7 +868,7 @@ impl Filesystem for PermFs {
                             drop(drafts);
                             reply.written(data.len() as u32);
                             let (session, rid, request) = written;
-                            let parsed = Authority::read_request(&request);
+                            let parsed = self.authority.read_request(&request);
                             return self.raise_written(fh.0, &session, &rid, parsed);
                         }
                         Ok(())

@@ -26,9 +26,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// Largest request accepted, in bytes.
-pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
-
 pub use super::decision::{breadth, Breadth, Decision, MAX_DECISION_PATTERNS, MAX_PATTERN_BYTES};
 pub use super::retention::{
     MAX_READ_BYTES, MAX_RETAINED_ANSWERS, MAX_RETAINED_BYTES, RETAIN_ANSWERS,
@@ -41,8 +38,8 @@ pub enum AuthorityError {
     Invalid(String),
     PermissionDenied(String),
     AlreadyDecided(String),
-    /// A request over the size limit.
-    TooLarge,
+    /// A request over the size limit (`limits.requestBytes`, in force).
+    TooLarge(usize),
     /// A directory that still holds entries cannot be removed.
     NotEmpty(String),
     /// A bound on what one session may keep was reached.
@@ -63,7 +60,10 @@ impl std::fmt::Display for AuthorityError {
             | Self::NotEmpty(m)
             | Self::Full(m)
             | Self::AuditUnavailable(m, _) => f.write_str(m),
-            Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
+            Self::TooLarge(limit) => write!(
+                f,
+                "request is over the {limit}-byte limit (limits.requestBytes)"
+            ),
         }
     }
 }
@@ -624,6 +624,11 @@ impl Authority {
         self.limits
     }
 
+    /// The largest request accepted, in bytes (`limits.requestBytes`).
+    pub fn request_limit(&self) -> usize {
+        self.limits.request_bytes
+    }
+
     /// Ends `parent`'s child `name` for `caller` (its asker, decider or
     /// the operator).
     pub fn end_child(
@@ -743,17 +748,18 @@ impl Authority {
     /// request that cannot be understood still gets a response (outcome
     /// `invalid`, with the reason) and the error is returned to the writer.
     pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
-        self.raise(session, rid, Self::read_request(text))
+        self.raise(session, rid, self.read_request(text))
     }
 
     /// A request file's bytes as a request, or why they are not one (what
     /// its "invalid" answer says). [`Self::submit`] reads them so; a
     /// caller that must know before raising reads them first and raises
     /// with [`Self::submit_request`].
-    pub fn read_request(text: &[u8]) -> Result<Request, String> {
-        if text.len() > MAX_REQUEST_BYTES {
+    pub fn read_request(&self, text: &[u8]) -> Result<Request, String> {
+        let limit = self.limits.request_bytes;
+        if text.len() > limit {
             return Err(format!(
-                "request is {} bytes; the limit is {MAX_REQUEST_BYTES}",
+                "request is {} bytes; the limit is {limit} (limits.requestBytes)",
                 text.len()
             ));
         }

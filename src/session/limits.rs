@@ -36,6 +36,10 @@ pub struct Limits {
     pub pi_draft_bytes: usize,
     /// The same for every pi view in one root's tree: `treePiDraftBytes`.
     pub tree_pi_draft_bytes: usize,
+    /// Bytes of one request (an outbox request, an exchange, a pi
+    /// request file): `requestBytes`. Its facts, kept while it waits and
+    /// shown in every inbox it reaches, grow with it.
+    pub request_bytes: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +53,7 @@ impl Default for Limits {
             pending_shown: 100,
             pi_draft_bytes: 1 << 20,
             tree_pi_draft_bytes: 8 << 20,
+            request_bytes: 64 << 10,
         }
     }
 }
@@ -63,6 +68,7 @@ const KEYS: &[&str] = &[
     "pendingShown",
     "piDraftBytes",
     "treePiDraftBytes",
+    "requestBytes",
 ];
 
 impl Limits {
@@ -92,6 +98,7 @@ impl Limits {
                 "pendingShown" => limits.pending_shown = n,
                 "piDraftBytes" => limits.pi_draft_bytes = n,
                 "treePiDraftBytes" => limits.tree_pi_draft_bytes = n,
+                "requestBytes" => limits.request_bytes = n,
                 unknown => {
                     return Err(format!(
                         "limits: {}",
@@ -122,6 +129,10 @@ mod tests {
             (limits.depth, limits.pending_asks, limits.children),
             (4, 2, 256)
         );
+        assert_eq!(Limits::default().request_bytes, 64 << 10);
+        let limits =
+            Limits::parse(Some(&serde_json::json!({"requestBytes": 1024}))).expect("valid");
+        assert_eq!(limits.request_bytes, 1024);
         assert!(Limits::parse(Some(&serde_json::json!({"dept": 4}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!({"depth": 0}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!([1]))).is_err());
