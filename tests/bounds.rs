@@ -273,3 +273,38 @@ fn request_bytes_is_a_configurable_bound() {
         "{answer}"
     );
 }
+
+/// Kept answers are bounded per session and per root's tree
+/// (`limits.retainedAnswers`, `treeRetainedAnswers`, `treeRetainedBytes`):
+/// a sandboxed child that floods the daemon with large rule-answered asks
+/// it never reads drops its own oldest answers, never another tree's. On
+/// the old main the flood (600 answers of about 125 KB each, past the
+/// global 48 MiB) dropped the oldest answers of all, the other tree's
+/// first.
+#[test]
+fn one_tree_cannot_evict_another_trees_answers() {
+    let config = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "echo *": "allow"}, "skill": "allow"},
+        "roots": {"main": {"interactive": true}, "other": {"interactive": true}}}"#;
+    let daemon = Daemon::start_with_root(config, "other");
+    let other = daemon.ask("other", "kept", r#"{"surface":"bash","value":"echo kept"}"#);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn sb").expect("spawned");
+    let outbox = daemon.session("main/sb").join("outbox");
+    let value = "y".repeat(60 * 1024);
+    let request =
+        serde_json::json!({"surface": "skill", "value": format!("notes-{value}")}).to_string();
+    for i in 0..600 {
+        std::fs::write(outbox.join(format!("f{i}.request")), &request).expect("answered");
+    }
+    // The flood's oldest answers are gone (ENOENT, never an answer
+    // made up), its newest are kept.
+    let gone = std::fs::read(outbox.join("f0.response")).expect_err("the oldest dropped");
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+    assert_eq!(
+        daemon.response(&outbox.join("f599.response"))["outcome"],
+        "allow"
+    );
+    // The other tree's unread answer is still there to read.
+    let answer = daemon.response(&other);
+    assert_eq!(answer["outcome"], "allow", "{answer}");
+    assert_eq!(answer["decidedBy"]["kind"], "rule");
+}

@@ -440,10 +440,12 @@ impl Authority {
             .map(|(name, spec)| (name, Arc::new(spec)))
             .collect();
         let limits = super::limits::Limits::parse(loader.global_config().extensions.get("limits"))?;
+        let mut state = State::default();
+        state.retention.bounds = super::retention::Bounds::of(&limits);
         Ok(Self {
             loader,
             owner_uid,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             limits,
             judges,
             jobs: crossbeam_channel::unbounded(),

@@ -40,6 +40,17 @@ pub struct Limits {
     /// request file): `requestBytes`. Its facts, kept while it waits and
     /// shown in every inbox it reaches, grow with it.
     pub request_bytes: usize,
+    /// Answered asks of one session kept for their asker to read:
+    /// `retainedAnswers`.
+    pub retained_answers: usize,
+    /// The same for one root's tree, by count and by bytes (as
+    /// `retention.rs` accounts them): `treeRetainedAnswers`,
+    /// `treeRetainedBytes`. Half the global bytes bound (48 MiB): one
+    /// tree's flood of answers drops its own oldest, and the global bound
+    /// is reached only when several trees are full (then the fullest
+    /// gives up its oldest).
+    pub tree_retained_answers: usize,
+    pub tree_retained_bytes: usize,
 }
 
 impl Default for Limits {
@@ -54,6 +65,9 @@ impl Default for Limits {
             pi_draft_bytes: 1 << 20,
             tree_pi_draft_bytes: 8 << 20,
             request_bytes: 64 << 10,
+            retained_answers: 8192,
+            tree_retained_answers: 16_384,
+            tree_retained_bytes: 24 << 20,
         }
     }
 }
@@ -69,6 +83,9 @@ const KEYS: &[&str] = &[
     "piDraftBytes",
     "treePiDraftBytes",
     "requestBytes",
+    "retainedAnswers",
+    "treeRetainedAnswers",
+    "treeRetainedBytes",
 ];
 
 impl Limits {
@@ -99,6 +116,9 @@ impl Limits {
                 "piDraftBytes" => limits.pi_draft_bytes = n,
                 "treePiDraftBytes" => limits.tree_pi_draft_bytes = n,
                 "requestBytes" => limits.request_bytes = n,
+                "retainedAnswers" => limits.retained_answers = n,
+                "treeRetainedAnswers" => limits.tree_retained_answers = n,
+                "treeRetainedBytes" => limits.tree_retained_bytes = n,
                 unknown => {
                     return Err(format!(
                         "limits: {}",
