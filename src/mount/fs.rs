@@ -541,6 +541,15 @@ impl Filesystem for PermFs {
             let Some(view) = self.authority.pending_below(session, caller) else {
                 return reply.error(Errno::ENOENT);
             };
+            // Each open copies a page of asks: an operator finds here who
+            // reads `pending` how often (`permfs prompt` reads it at start
+            // and when its event stream lost track, not per event).
+            tracing::debug!(
+                %session,
+                listed = view["pending"].as_array().map_or(0, Vec::len),
+                more = %view["more"],
+                "pending listing opened"
+            );
             let mut bytes = serde_json::to_vec_pretty(&view).unwrap_or_default();
             bytes.push(b'\n');
             if let Ok(mut snapshots) = self.snapshots.lock() {

@@ -420,7 +420,7 @@ impl StateGuard<'_> {
                         "decidedBy": response.decided_by,
                     });
                     publish(&mut state, &inbox, event);
-                    publish_below(&mut state, &inbox, change);
+                    publish_below(&mut state, &inbox, change, &response.ask_id);
                 }
             }
         }
@@ -1166,13 +1166,16 @@ pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value
 }
 
 /// Tells every session above `inbox` that something changed in an inbox
-/// below it (`arrived`, `decided`, `left`, `refused`), without the ask's
-/// details: a reader re-reads `pending`, which shows only the asks it may
-/// decide. This is what lets one `events` stream drive a tree-wide view.
-pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str) {
+/// below it (`arrived`, `decided`, `left`, `refused`), naming the ask
+/// and the inbox but without the ask's details: a reader reads the entry
+/// (`inbox/<askId>` under that session, refused unless it may decide
+/// there) or `pending`, which show only the asks it may decide. This is
+/// what lets one `events` stream drive a tree-wide view, one ask at a time.
+pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str, ask_id: &str) {
     let mut above = inbox.rsplit_once('/').map(|(parent, _)| parent.to_string());
     while let Some(session) = above {
-        let event = serde_json::json!({"event": "below", "change": change, "at": inbox});
+        let event =
+            serde_json::json!({"event": "below", "change": change, "at": inbox, "askId": ask_id});
         publish(state, &session, event);
         above = session
             .rsplit_once('/')
