@@ -690,7 +690,7 @@ mod tests {
         let operator = crate::session::access::Caller::operator(1000);
         for child in ["a", "b"] {
             authority
-                .spawn("main", child, SpawnSpec::default(), operator.clone())
+                .spawn("main", child, SpawnSpec::default(), operator)
                 .expect("child");
         }
         let body = br#"{"surface":"bash","value":"ls"}"#;
