@@ -219,3 +219,92 @@ fn one_askers_worst_case_is_bounded_with_clear_errors() {
     // The daemon still serves.
     assert!(daemon.session("main").join("session.json").exists());
 }
+
+/// `limits.requestBytes` bounds one request (64 KiB by default): past it
+/// the write fails `EFBIG` and the response says which bound, by its config
+/// key; the operator may lower it, or raise it for large patches.
+#[test]
+fn request_bytes_is_a_configurable_bound() {
+    let request = |len: usize| {
+        serde_json::json!({"surface": "bash", "value": format!("make {}", "z".repeat(len))})
+            .to_string()
+    };
+    let errno_of = |result: std::io::Result<()>| result.err().and_then(|e| e.raw_os_error());
+
+    // Lowered to 1 KiB: a 2 KiB request is refused, with the reason.
+    let config = r#"{"permission": {"*": "ask"}, "limits": {"requestBytes": 1024}}"#;
+    let daemon = Daemon::start(config, None);
+    let outbox = daemon.session("main").join("outbox");
+    assert_eq!(
+        errno_of(std::fs::write(outbox.join("big.request"), request(2048))),
+        Some(libc::EFBIG)
+    );
+    let answer = daemon.response(&outbox.join("big.response"));
+    assert_eq!(answer["outcome"], "invalid");
+    assert!(
+        answer["denialReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1024-byte limit (limits.requestBytes)"),
+        "{answer}"
+    );
+    // One under the bound waits for a decision.
+    std::fs::write(outbox.join("small.request"), request(900)).expect("within the bound");
+    assert_eq!(daemon.inbox("main").len(), 1);
+    drop(daemon);
+
+    // Raised to 256 KiB: a 100 KiB request goes in (the default refuses it).
+    let config = r#"{"permission": {"*": "ask"}, "limits": {"requestBytes": 262144}}"#;
+    let daemon = Daemon::start(config, None);
+    let outbox = daemon.session("main").join("outbox");
+    std::fs::write(outbox.join("large.request"), request(100 << 10)).expect("within the bound");
+    assert_eq!(daemon.inbox("main").len(), 1);
+    let over = errno_of(std::fs::write(
+        outbox.join("larger.request"),
+        request(300 << 10),
+    ));
+    assert_eq!(over, Some(libc::EFBIG));
+    let answer = daemon.response(&outbox.join("larger.response"));
+    assert!(
+        answer["denialReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("262144"),
+        "{answer}"
+    );
+}
+
+/// Kept answers are bounded per session and per root's tree
+/// (`limits.retainedAnswers`, `treeRetainedAnswers`, `treeRetainedBytes`):
+/// a sandboxed child that floods the daemon with large rule-answered asks
+/// it never reads drops its own oldest answers, never another tree's. On
+/// the old main the flood (600 answers of about 125 KB each, past the
+/// global 48 MiB) dropped the oldest answers of all, the other tree's
+/// first.
+#[test]
+fn one_tree_cannot_evict_another_trees_answers() {
+    let config = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "echo *": "allow"}, "skill": "allow"},
+        "roots": {"main": {"interactive": true}, "other": {"interactive": true}}}"#;
+    let daemon = Daemon::start_with_root(config, "other");
+    let other = daemon.ask("other", "kept", r#"{"surface":"bash","value":"echo kept"}"#);
+    std::fs::write(daemon.session("main").join("ctl"), "spawn sb").expect("spawned");
+    let outbox = daemon.session("main/sb").join("outbox");
+    let value = "y".repeat(60 * 1024);
+    let request =
+        serde_json::json!({"surface": "skill", "value": format!("notes-{value}")}).to_string();
+    for i in 0..600 {
+        std::fs::write(outbox.join(format!("f{i}.request")), &request).expect("answered");
+    }
+    // The flood's oldest answers are gone (ENOENT, never an answer
+    // made up), its newest are kept.
+    let gone = std::fs::read(outbox.join("f0.response")).expect_err("the oldest dropped");
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+    assert_eq!(
+        daemon.response(&outbox.join("f599.response"))["outcome"],
+        "allow"
+    );
+    // The other tree's unread answer is still there to read.
+    let answer = daemon.response(&other);
+    assert_eq!(answer["outcome"], "allow", "{answer}");
+    assert_eq!(answer["decidedBy"]["kind"], "rule");
+}

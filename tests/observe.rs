@@ -66,6 +66,48 @@ fn every_watcher_sees_every_inbox_event() {
     }
 }
 
+/// An event line longer than the watcher's read (an `arrived` line carries
+/// the ask's facts, a large ask's run past 100 KB) comes in its short form,
+/// naming the ask, instead of failing the read: on the old main the read
+/// failed `EIO` and the event was lost, so `permfs prompt` stopped following.
+#[test]
+fn an_event_longer_than_the_read_comes_short_and_the_stream_goes_on() {
+    use std::io::Read;
+    let daemon = Daemon::start(CONFIG, None);
+    let mut events = std::fs::File::open(daemon.session("main").join("events")).expect("events");
+    let value = format!("make {}", "y".repeat(20_000));
+    let request = serde_json::json!({"surface": "bash", "value": value}).to_string();
+    daemon.ask("main", "big", &request);
+    daemon.ask("main", "small", r#"{"surface":"bash","value":"make"}"#);
+    let mut buffer = vec![0u8; 4096];
+    let n = events.read(&mut buffer).expect("a read of 4 KiB succeeds");
+    let text = String::from_utf8_lossy(&buffer[..n]).into_owned();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap_or_default()).expect("JSON");
+    assert_eq!(first["event"], "arrived");
+    assert_eq!(first["detailsOmitted"], true);
+    assert!(
+        first["askId"]
+            .as_str()
+            .is_some_and(|id| id.ends_with("-big")),
+        "{first}"
+    );
+    // The entry holds the details; the next event follows whole.
+    let id = first["askId"].as_str().unwrap_or_default();
+    let entry =
+        std::fs::read_to_string(daemon.session("main").join("inbox").join(id)).expect("entry");
+    assert!(entry.contains("yyyy"));
+    let mut rest = text.lines().nth(1).map(str::to_string);
+    if rest.is_none() {
+        let n = events.read(&mut buffer).expect("the stream goes on");
+        rest = Some(String::from_utf8_lossy(&buffer[..n]).into_owned());
+    }
+    let second: Value =
+        serde_json::from_str(rest.unwrap_or_default().lines().next().unwrap_or_default())
+            .expect("JSON");
+    assert_eq!(second["event"], "arrived");
+    assert!(second["facts"].is_array(), "{second}");
+}
+
 #[test]
 fn a_dry_run_explains_and_changes_nothing() {
     let daemon = Daemon::start(CONFIG, None);

@@ -387,3 +387,75 @@ fn the_prompt_shows_what_will_be_allowed_and_keys_act_only_on_the_ask_shown() {
     tmux.until("nothing left", |s| s.contains("0 waiting"));
     assert_eq!(daemon.response(&filler)["outcome"], "deny");
 }
+
+/// Issue 23, item 6: `permfs prompt` updates incrementally. The daemon logs
+/// (at debug) every open of `pending`, each a copy of a page of asks: the
+/// prompt reads it once at start, then places each event on its own (an
+/// ask that arrives here or below is read from its own inbox entry, one
+/// that leaves is taken out), and reads the page again only when it must
+/// refill (an ask left it while more wait beyond it). On the old main every
+/// event re-read `pending`.
+#[test]
+fn the_prompt_follows_events_without_rereading_pending() {
+    if !Tmux::available() {
+        return;
+    }
+    let log_dir = tempfile::tempdir().expect("tempdir");
+    let log = log_dir.path().join("daemon.log");
+    let config =
+        r#"{"permission": {"*": "ask", "bash": {"*": "ask"}}, "limits": {"pendingShown": 3}}"#;
+    let daemon =
+        Daemon::start_with_log_filter(config, &log, "warn,permfs::mount::fs=debug,fuser=error");
+    let main = daemon.session("main");
+    std::fs::write(main.join("ctl"), "spawn a").expect("spawned");
+    // b decides for itself: its asks wait in its own inbox, below main.
+    std::fs::write(main.join("ctl"), "spawn b interactive").expect("spawned");
+    let bash = |v: &str| serde_json::json!({"surface": "bash", "value": v}).to_string();
+    let first = daemon.ask("main/a", "first", &bash("make one"));
+    eventually("first waits", || daemon.inbox("main").len() == 1);
+    let reads = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("pending listing opened")
+            .count()
+    };
+
+    let dir = main.to_string_lossy().into_owned();
+    let tmux = Tmux::start(&[env!("CARGO_BIN_EXE_permfs"), "prompt", &dir]);
+    tmux.until("one ask listed", |s| s.contains("1 waiting"));
+    assert_eq!(reads(), 1, "one read at start");
+
+    // Two arrive, one here and one in b's inbox below: both shown, no read.
+    let second = daemon.ask("main/a", "second", &bash("make two"));
+    daemon.ask("main/b", "third", &bash("make three"));
+    let screen = tmux.until("three listed", |s| {
+        s.contains("3 waiting") && s.contains("make two") && s.contains("make three")
+    });
+    assert!(
+        line_with(&screen, " 3. ").is_some_and(|row| row.contains("from main/b")),
+        "{screen}"
+    );
+    assert_eq!(reads(), 1, "arrivals are placed one by one");
+
+    // A fourth falls beyond the page (pendingShown 3): counted, no read.
+    daemon.ask("main/a", "fourth", &bash("make four"));
+    tmux.until("one more beyond the page", |s| s.contains("and 1 more"));
+    assert_eq!(reads(), 1);
+
+    // An ask of the page is withdrawn while one waits beyond it: the page
+    // refills (the one read this needs), and the fourth is listed.
+    std::fs::remove_file(second.with_extension("request")).expect("withdrawn");
+    let screen = tmux.until("the page refilled", |s| {
+        s.contains("3 waiting") && s.contains("make four") && !s.contains("and 1 more")
+    });
+    assert!(!screen.contains("make two"), "{screen}");
+    assert_eq!(reads(), 2);
+
+    // A decision here, with nothing beyond the page: no read.
+    std::thread::sleep(Duration::from_millis(400));
+    tmux.keys(&["a"]);
+    tmux.until("two left", |s| s.contains("2 waiting"));
+    assert_eq!(daemon.response(&first)["outcome"], "allow");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(reads(), 2, "a decision is taken out, not re-read");
+}

@@ -1,12 +1,17 @@
 //! `permfs prompt`: a terminal approval agent for the person deciding.
 //!
-//! It is only a client of the mount: the queue is the session's `pending`
-//! listing (every ask waiting at the session or below that this person may
-//! decide, oldest first), new asks arrive through the session's `events`
-//! stream (a blocking read, no polling), and a decision is a write to the
-//! ask's inbox file like any other, so the daemon's rules, checks and
-//! errors apply unchanged. Everything the agent supplied is shown through
-//! [`super::untrusted::visible`], and its message apart from the facts.
+//! It is only a client of the mount: the queue starts as the session's
+//! `pending` listing (every ask waiting at the session or below that this
+//! person may decide, oldest first, a bounded page), and then follows the
+//! session's `events` stream (a blocking read, no polling) one line at a
+//! time: an ask that arrived is read from its own inbox entry and added,
+//! one that left is taken out. `pending` is read again only when the
+//! stream says it lost events (`missed`), when an ask left the page while
+//! more wait beyond it (the page refills), or when an event cannot be
+//! placed. A decision is a write to the ask's inbox file like any other,
+//! so the daemon's rules, checks and errors apply unchanged. Everything
+//! the agent supplied is shown through [`super::untrusted::visible`], and
+//! its message apart from the facts.
 
 use super::untrusted::{visible, visible_lines};
 use crate::session::authority::{breadth, Breadth};
@@ -17,6 +22,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::Frame;
 use serde_json::Value;
+use std::collections::{HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -43,11 +49,22 @@ pub fn run(args: PromptArgs) -> i32 {
             PathBuf::from(".")
         }
     });
+    // The stream is opened before the listing is read, so no change
+    // falls between the two (one seen twice is recognised by its id).
+    let stream = std::fs::File::open(dir.join("events")).map_err(|error| {
+        format!(
+            "no live updates ({}: {error})",
+            dir.join("events").display()
+        )
+    });
     // Fail before taking over the terminal when the queue is unreadable.
-    if let Err(error) = load(&dir) {
-        eprintln!("permfs prompt: {error}");
-        return 1;
-    }
+    let listing = match load(&dir) {
+        Ok(listing) => listing,
+        Err(error) => {
+            eprintln!("permfs prompt: {error}");
+            return 1;
+        }
+    };
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(error) => {
@@ -55,7 +72,9 @@ pub fn run(args: PromptArgs) -> i32 {
             return 1;
         }
     };
-    let result = App::new(dir, args.notify).run(&mut terminal);
+    let mut app = App::new(dir, args.notify);
+    app.take_listing(listing, true);
+    let result = app.run(&mut terminal, stream);
     ratatui::restore();
     match result {
         Ok(()) => 0,
@@ -70,13 +89,89 @@ pub fn run(args: PromptArgs) -> i32 {
 enum Wake {
     Key(KeyEvent),
     Redraw,
-    /// Something changed in an inbox; `true` when an ask arrived.
-    Changed(bool),
+    /// One line of the session's event stream (`Null`: a line that could
+    /// not be read, so the queue is read anew).
+    Event(Value),
     /// The event stream ended or could not be read (why).
     StreamEnded(String),
+}
+
+/// An ask waiting in one inbox: its id and the session it waits at (an
+/// ask that moves on leaves one inbox and arrives at another).
+type Key = (String, String);
+
+/// What one event line means for the queue.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    Arrived(Key),
+    Departed(Key),
+    /// A decision the daemon refused: the entry's `lastError`, when the
+    /// event carries it.
+    Refused(Key, Option<String>),
     /// What the daemon added to a config file for an `allow always`.
     Note(String),
+    /// The stream lost events, or a line says something this prompt
+    /// cannot place: the queue is read anew.
+    Resync,
+    /// Nothing the queue shows (a grant recorded, say).
+    Nothing,
 }
+
+/// Reads one event line of the stream of session `own`.
+fn change_of(event: &Value, own: &str) -> Change {
+    let id = event["askId"].as_str().map(str::to_string);
+    let kind = event["event"].as_str().unwrap_or_default();
+    let (change, at) = match kind {
+        "below" => (
+            event["change"].as_str().unwrap_or_default(),
+            event["at"].as_str().map(str::to_string),
+        ),
+        "missed" => return Change::Resync,
+        "always" => {
+            let added: Vec<String> = event["added"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(text)
+                .collect();
+            return Change::Note(format!(
+                "added to {}: {}",
+                text(&event["file"]),
+                added.join("; ")
+            ));
+        }
+        "granted" => return Change::Nothing,
+        other => (other, Some(own.to_string())),
+    };
+    let (Some(id), Some(at)) = (id, at) else {
+        // A change without an ask or an inbox (an older daemon's `below`).
+        return Change::Resync;
+    };
+    match change {
+        "arrived" => Change::Arrived((id, at)),
+        "decided" | "left" => Change::Departed((id, at)),
+        "refused" if kind == "below" => Change::Refused((id, at), None),
+        "refused" => Change::Refused((id, at), event["error"].as_str().map(str::to_string)),
+        _ => Change::Resync,
+    }
+}
+
+/// The inbox entry of ask `id` waiting at `at`, relative to the directory
+/// of session `own` (as `pending` names it), when `at` is `own` or below.
+fn inbox_of(own: &str, at: &str, id: &str) -> Option<String> {
+    if at == own {
+        return Some(format!("inbox/{id}"));
+    }
+    let below = at.strip_prefix(own)?.strip_prefix('/')?;
+    let path: String = below
+        .split('/')
+        .map(|name| format!("children/{name}/"))
+        .collect();
+    Some(format!("{path}inbox/{id}"))
+}
+
+/// Asks this prompt decided whose departure is still to come, at most.
+const GONE_HERE: usize = 1024;
 
 /// Which kind of allow the pattern editor records.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,6 +202,21 @@ struct App {
     /// Asks waiting beyond the listing's bound (`limits.pendingShown`).
     more: u64,
     hidden: u64,
+    /// The session this prompt decides for (the listing's `session`), and
+    /// the listing's bound (`pageSize`): what the events are placed by.
+    session: String,
+    page_size: Option<u64>,
+    /// Asks counted in `hidden` since the listing was read, by the event
+    /// that brought them (their entries refused this person).
+    hidden_known: HashSet<Key>,
+    /// Asks counted in `more` since the listing was read, the same way.
+    beyond_known: HashSet<Key>,
+    /// Asks this prompt decided and took out itself: their departure,
+    /// still to come on the stream, changes nothing.
+    gone_here: VecDeque<Key>,
+    /// An event could not be applied one by one: the listing is read anew
+    /// once the events queued so far are taken.
+    resync: bool,
     selected: usize,
     scroll: u16,
     mode: Mode,
@@ -125,21 +235,46 @@ struct App {
 /// moved on) is shown before a decision key acts on it.
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// The session's `pending` listing.
 /// The session's `pending` listing: the asks listed, how many more wait
-/// beyond the listing's bound, and how many wait where this person may
-/// not decide.
-fn load(dir: &Path) -> Result<(Vec<Value>, u64, u64), String> {
+/// beyond the listing's bound, how many wait where this person may not
+/// decide, the session's id and the bound.
+struct Listing {
+    asks: Vec<Value>,
+    more: u64,
+    hidden: u64,
+    session: String,
+    page_size: Option<u64>,
+}
+
+fn load(dir: &Path) -> Result<Listing, String> {
     let path = dir.join("pending");
     let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let view: Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not the pending listing: {e}", path.display()))?;
-    let asks = view["pending"].as_array().cloned().unwrap_or_default();
-    Ok((
-        asks,
-        view["more"].as_u64().unwrap_or(0),
-        view["notShown"].as_u64().unwrap_or(0),
-    ))
+    Ok(Listing {
+        asks: view["pending"].as_array().cloned().unwrap_or_default(),
+        more: view["more"].as_u64().unwrap_or(0),
+        hidden: view["notShown"].as_u64().unwrap_or(0),
+        session: text(&view["session"]),
+        page_size: view["pageSize"].as_u64(),
+    })
+}
+
+/// The inbox entry of one ask read on its own (what `cat` shows), with
+/// the `inbox` name the listing would give it.
+fn load_entry(dir: &Path, inbox: &str) -> std::io::Result<Value> {
+    let bytes = std::fs::read(dir.join(inbox))?;
+    let mut entry: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if let Value::Object(object) = &mut entry {
+        object.remove("answer");
+        object.insert("inbox".into(), Value::String(inbox.to_string()));
+    }
+    Ok(entry)
+}
+
+fn key_of(ask: &Value) -> Key {
+    (text(&ask["askId"]), text(&ask["at"]))
 }
 
 fn text(value: &Value) -> String {
@@ -268,20 +403,12 @@ fn desktop_notification(ask: &Value) {
     }
 }
 
-/// Reads the session's event stream and wakes the loop on every change.
-fn watch_events(dir: PathBuf, wake: mpsc::Sender<Wake>) {
-    let path = dir.join("events");
-    let mut stream = match std::fs::File::open(&path) {
-        Ok(file) => file,
-        Err(error) => {
-            let _ = wake.send(Wake::StreamEnded(format!(
-                "no live updates ({}: {error})",
-                path.display()
-            )));
-            return;
-        }
-    };
-    let mut buffer = vec![0u8; 64 * 1024];
+/// Reads the session's event stream and hands the loop each line.
+/// Lines are joined across reads (a long `arrived` line may come in
+/// pieces).
+fn watch_events(mut stream: std::fs::File, wake: mpsc::Sender<Wake>) {
+    let mut buffer = vec![0u8; 256 * 1024];
+    let mut partial: Vec<u8> = Vec::new();
     loop {
         match stream.read(&mut buffer) {
             Ok(0) => {
@@ -289,33 +416,17 @@ fn watch_events(dir: PathBuf, wake: mpsc::Sender<Wake>) {
                 return;
             }
             Ok(n) => {
-                let chunk = String::from_utf8_lossy(&buffer[..n]);
-                for event in chunk
-                    .lines()
-                    .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                {
-                    if event["event"] == "always" {
-                        let added: Vec<String> = event["added"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(text)
-                            .collect();
-                        let note =
-                            format!("added to {}: {}", text(&event["file"]), added.join("; "));
-                        if wake.send(Wake::Note(note)).is_err() {
-                            return;
-                        }
+                partial.extend_from_slice(&buffer[..n]);
+                let Some(end) = partial.iter().rposition(|b| *b == b'\n') else {
+                    continue;
+                };
+                let rest = partial.split_off(end + 1);
+                let lines = std::mem::replace(&mut partial, rest);
+                for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                    let event = serde_json::from_slice::<Value>(line).unwrap_or(Value::Null);
+                    if wake.send(Wake::Event(event)).is_err() {
+                        return;
                     }
-                }
-                let arrived = chunk.lines().any(|line| {
-                    serde_json::from_str::<Value>(line).is_ok_and(|e| {
-                        e["event"] == "arrived"
-                            || (e["event"] == "below" && e["change"] == "arrived")
-                    })
-                });
-                if wake.send(Wake::Changed(arrived)).is_err() {
-                    return;
                 }
             }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -349,6 +460,12 @@ impl App {
             asks: Vec::new(),
             more: 0,
             hidden: 0,
+            session: String::new(),
+            page_size: None,
+            hidden_known: HashSet::new(),
+            beyond_known: HashSet::new(),
+            gone_here: VecDeque::new(),
+            resync: false,
             selected: 0,
             scroll: 0,
             mode: Mode::Browse,
@@ -359,24 +476,33 @@ impl App {
         }
     }
 
-    /// Reloads the queue. The selected ask keeps the cursor; when it left
-    /// without this prompt deciding it (withdrawn, timed out, decided
-    /// elsewhere) it stays shown in its place, marked withdrawn, until the
-    /// person moves on: the cursor never jumps to another ask by itself.
+    /// Reads the whole queue anew (`pending`). The selected ask keeps the
+    /// cursor; when it left without this prompt deciding it (withdrawn,
+    /// timed out, decided elsewhere) it stays shown in its place, marked
+    /// withdrawn, until the person moves on: the cursor never jumps to
+    /// another ask by itself.
     fn reload(&mut self) {
         self.reload_keeping(true);
     }
 
     fn reload_keeping(&mut self, keep_gone: bool) {
-        let current = self.current().cloned();
         match load(&self.dir) {
-            Ok((asks, more, hidden)) => {
-                self.asks = asks;
-                self.more = more;
-                self.hidden = hidden;
-            }
+            Ok(listing) => self.take_listing(listing, keep_gone),
             Err(error) => self.status = Line::styled(error, Style::default().fg(Color::Red)),
         }
+    }
+
+    /// Takes a listing read from `pending` as the queue.
+    fn take_listing(&mut self, listing: Listing, keep_gone: bool) {
+        let current = self.current().cloned();
+        self.asks = listing.asks;
+        self.more = listing.more;
+        self.hidden = listing.hidden;
+        self.session = listing.session;
+        self.page_size = listing.page_size;
+        self.hidden_known.clear();
+        self.beyond_known.clear();
+        self.resync = false;
         if let Some(current) = current {
             let id = text(&current["askId"]);
             if let Some(i) = self.asks.iter().position(|a| text(&a["askId"]) == id) {
@@ -442,13 +568,20 @@ impl App {
         self.asks.get(self.selected)
     }
 
-    fn run(mut self, terminal: &mut ratatui::DefaultTerminal) -> Result<(), String> {
+    fn run(
+        mut self,
+        terminal: &mut ratatui::DefaultTerminal,
+        stream: Result<std::fs::File, String>,
+    ) -> Result<(), String> {
         let (wake, woken) = mpsc::channel();
-        let events = wake.clone();
-        let dir = self.dir.clone();
-        std::thread::spawn(move || watch_events(dir, events));
+        match stream {
+            Ok(stream) => {
+                let events = wake.clone();
+                std::thread::spawn(move || watch_events(stream, events));
+            }
+            Err(why) => self.live = Some(why),
+        }
         std::thread::spawn(move || read_keys(wake));
-        self.reload();
         let mut backlog: std::collections::VecDeque<Wake> = std::collections::VecDeque::new();
         loop {
             terminal
@@ -467,25 +600,29 @@ impl App {
             };
             match wake {
                 Wake::Redraw => {}
-                Wake::Changed(mut arrived) => {
-                    // A burst of changes is one reload: every change already
-                    // queued is folded in (a key or note queued after them
-                    // is handled next, in order).
+                Wake::Event(event) => {
+                    // Each event already queued is applied in turn before
+                    // the next frame (a key queued after them is handled
+                    // next, in order); the listing is read anew at most
+                    // once for all of them.
+                    let before: HashSet<Key> = self.asks.iter().map(key_of).collect();
+                    let mut arrived = self.apply(&event);
                     while let Ok(next) = woken.try_recv() {
                         match next {
-                            Wake::Changed(more) => arrived |= more,
+                            Wake::Event(event) => arrived |= self.apply(&event),
                             other => {
                                 backlog.push_back(other);
                                 break;
                             }
                         }
                     }
-                    let before: Vec<String> = self.asks.iter().map(|a| text(&a["askId"])).collect();
-                    self.reload();
+                    if self.resync {
+                        self.reload();
+                    }
                     let new: Vec<&Value> = self
                         .asks
                         .iter()
-                        .filter(|a| !before.contains(&text(&a["askId"])))
+                        .filter(|a| !is_withdrawn(a) && !before.contains(&key_of(a)))
                         .collect();
                     if arrived && !new.is_empty() {
                         // The terminal bell: tmux and ssh pass it on.
@@ -499,15 +636,158 @@ impl App {
                     }
                 }
                 Wake::StreamEnded(why) => self.live = Some(why),
-                Wake::Note(note) => {
-                    self.status = Line::styled(visible(&note), Style::default().fg(Color::Green));
-                }
                 Wake::Key(key) => {
                     if !self.key(key) {
                         return Ok(());
                     }
                 }
             }
+        }
+    }
+
+    /// Applies one event line to the queue; `true` when an ask arrived.
+    /// What cannot be applied on its own sets `resync`.
+    fn apply(&mut self, event: &Value) -> bool {
+        if self.resync {
+            // The listing is read anew after this burst anyway; only the
+            // notes still count.
+            if let Change::Note(note) = change_of(event, &self.session) {
+                self.status = Line::styled(visible(&note), Style::default().fg(Color::Green));
+            }
+            return false;
+        }
+        match change_of(event, &self.session) {
+            Change::Arrived(key) => {
+                self.arrived(key);
+                true
+            }
+            Change::Departed(key) => {
+                self.departed(key);
+                false
+            }
+            Change::Refused(key, error) => {
+                self.refused(key, error);
+                false
+            }
+            Change::Note(note) => {
+                self.status = Line::styled(visible(&note), Style::default().fg(Color::Green));
+                false
+            }
+            Change::Resync => {
+                self.resync = true;
+                false
+            }
+            Change::Nothing => false,
+        }
+    }
+
+    fn position(&self, key: &Key) -> Option<usize> {
+        self.asks.iter().position(|a| key_of(a) == *key)
+    }
+
+    /// Asks the listing would show now (the page), withdrawn ones aside.
+    fn listed(&self) -> u64 {
+        self.asks.iter().filter(|a| !is_withdrawn(a)).count() as u64
+    }
+
+    /// An ask arrived at `key.1`: its own entry is read (one small read,
+    /// not the page) and added at the end, or counted beyond the page, or
+    /// among those this person may not decide.
+    fn arrived(&mut self, key: Key) {
+        if let Some(i) = self.position(&key) {
+            if !is_withdrawn(&self.asks[i]) {
+                return; // listed already (the listing saw it)
+            }
+        }
+        let Some(inbox) = inbox_of(&self.session, &key.1, &key.0) else {
+            self.resync = true;
+            return;
+        };
+        match load_entry(&self.dir, &inbox) {
+            Ok(entry) => {
+                let full = self.more > 0 || self.page_size.is_some_and(|n| self.listed() >= n);
+                if full {
+                    // Newer than every listed ask: beyond the page.
+                    self.more += 1;
+                    self.beyond_known.insert(key);
+                } else if let Some(i) = self.position(&key) {
+                    self.asks[i] = entry;
+                } else {
+                    self.asks.push(entry);
+                }
+            }
+            Err(error) => match error.raw_os_error() {
+                Some(libc::EACCES) | Some(libc::EPERM) => {
+                    self.hidden += 1;
+                    self.hidden_known.insert(key);
+                }
+                // It left already; its departure is next on the stream.
+                Some(libc::ENOENT) => self.gone_here.push_back(key),
+                _ => self.resync = true,
+            },
+        }
+        self.bound_gone_here();
+    }
+
+    /// An ask left `key.1` (decided, withdrawn, timed out). The selected
+    /// one stays shown, marked withdrawn; the page refills from `pending`
+    /// only when more wait beyond it.
+    fn departed(&mut self, key: Key) {
+        if let Some(i) = self.gone_here.iter().position(|k| *k == key) {
+            self.gone_here.remove(i);
+            return;
+        }
+        if let Some(i) = self.position(&key) {
+            if i == self.selected {
+                if let Value::Object(object) = &mut self.asks[i] {
+                    object.insert("withdrawn".into(), Value::Bool(true));
+                }
+            } else {
+                self.asks.remove(i);
+                if i < self.selected {
+                    self.selected -= 1;
+                }
+            }
+            if self.more > 0 {
+                self.resync = true;
+            }
+            return;
+        }
+        if self.hidden_known.remove(&key) {
+            self.hidden = self.hidden.saturating_sub(1);
+            return;
+        }
+        if self.beyond_known.remove(&key) {
+            self.more = self.more.saturating_sub(1);
+            return;
+        }
+        // Not listed: beyond the page, or where this person may not
+        // decide, counted when the listing was read.
+        let counted = (self.hidden_known.len() + self.beyond_known.len()) as u64;
+        if self.more + self.hidden > counted {
+            self.resync = true;
+        }
+    }
+
+    /// A decision at `key.1` was refused: the entry shows why.
+    fn refused(&mut self, key: Key, error: Option<String>) {
+        let Some(i) = self.position(&key) else {
+            return;
+        };
+        let error = error.or_else(|| {
+            let inbox = text(&self.asks[i]["inbox"]);
+            load_entry(&self.dir, &inbox)
+                .ok()
+                .and_then(|e| e["lastError"].as_str().map(str::to_string))
+        });
+        if let (Value::Object(object), Some(error)) = (&mut self.asks[i], error) {
+            object.insert("lastError".into(), Value::String(error));
+        }
+    }
+
+    fn bound_gone_here(&mut self) {
+        while self.gone_here.len() > GONE_HERE {
+            self.gone_here.pop_front();
         }
     }
 
@@ -670,14 +950,24 @@ impl App {
         self.status = match written {
             Ok(()) => Line::styled(format!("{done}: {id}"), Style::default().fg(Color::Green)),
             Err(error) => {
-                // The daemon keeps its reason on the entry (`lastError`).
-                self.reload();
-                let why = self
-                    .asks
-                    .iter()
-                    .find(|a| text(&a["askId"]) == text(&ask["askId"]))
-                    .map(|a| text(&a["lastError"]))
-                    .unwrap_or_default();
+                // The daemon keeps its reason on the entry (`lastError`):
+                // the entry is read again; one that is gone stays shown,
+                // marked withdrawn.
+                let why = match load_entry(&self.dir, &text(&ask["inbox"])) {
+                    Ok(entry) => {
+                        let why = text(&entry["lastError"]);
+                        if let Some(i) = self.position(&key_of(&ask)) {
+                            self.asks[i] = entry;
+                        }
+                        why
+                    }
+                    Err(_) => {
+                        if let Some(Value::Object(object)) = self.asks.get_mut(self.selected) {
+                            object.insert("withdrawn".into(), Value::Bool(true));
+                        }
+                        String::new()
+                    }
+                };
                 let reason = match error.raw_os_error() {
                     Some(libc::EINVAL) => format!("refused (EINVAL): {}", visible(&why)),
                     Some(libc::EALREADY) | Some(libc::ENOENT) => {
@@ -692,9 +982,22 @@ impl App {
                 Line::styled(format!("{id}: {reason}"), red)
             }
         };
-        // The ask this prompt decided leaves the queue; the next one comes
-        // under the cursor by itself (so `SETTLE` applies to it).
-        self.reload_keeping(!decided);
+        // The ask this prompt decided leaves the queue (its departure on
+        // the stream then changes nothing); the next one comes under the
+        // cursor by itself (so `SETTLE` applies to it). With asks waiting
+        // beyond the page, the page refills from `pending`.
+        if decided {
+            if let Some(i) = self.position(&key_of(&ask)) {
+                self.asks.remove(i);
+            }
+            self.gone_here.push_back(key_of(&ask));
+            self.bound_gone_here();
+            self.scroll = 0;
+            self.selected = self.selected.min(self.asks.len().saturating_sub(1));
+            if self.more > 0 {
+                self.reload_keeping(false);
+            }
+        }
     }
 
     fn draw(&self, frame: &mut Frame) {
@@ -1019,5 +1322,152 @@ impl App {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn event_lines_are_read_as_changes_of_one_inbox() {
+        let own = "main";
+        let key = |id: &str, at: &str| (id.to_string(), at.to_string());
+        assert_eq!(
+            change_of(&json!({"event": "arrived", "askId": "1.2-r"}), own),
+            Change::Arrived(key("1.2-r", "main"))
+        );
+        assert_eq!(
+            change_of(&json!({"event": "left", "askId": "1.2-r"}), own),
+            Change::Departed(key("1.2-r", "main"))
+        );
+        assert_eq!(
+            change_of(
+                &json!({"event": "below", "change": "decided", "at": "main/a", "askId": "1.3-r"}),
+                own
+            ),
+            Change::Departed(key("1.3-r", "main/a"))
+        );
+        assert_eq!(
+            change_of(
+                &json!({"event": "refused", "askId": "1.2-r", "error": "no"}),
+                own
+            ),
+            Change::Refused(key("1.2-r", "main"), Some("no".into()))
+        );
+        // What cannot be placed is read anew, never guessed.
+        assert_eq!(
+            change_of(&json!({"event": "missed", "count": 3}), own),
+            Change::Resync
+        );
+        assert_eq!(
+            change_of(
+                &json!({"event": "below", "change": "arrived", "at": "main/a"}),
+                own
+            ),
+            Change::Resync
+        );
+        assert_eq!(change_of(&Value::Null, own), Change::Resync);
+        assert_eq!(
+            change_of(&json!({"event": "granted", "askId": "x"}), own),
+            Change::Nothing
+        );
+        assert_eq!(inbox_of("main", "main", "7"), Some("inbox/7".into()));
+        assert_eq!(
+            inbox_of("main", "main/a/b", "7"),
+            Some("children/a/children/b/inbox/7".into())
+        );
+        assert_eq!(inbox_of("main", "mainx/a", "7"), None);
+        assert_eq!(inbox_of("main/a", "main", "7"), None);
+    }
+
+    /// A session directory stand-in: inbox entries are plain files here.
+    fn entry(dir: &Path, at: &str, id: &str) {
+        let inbox = inbox_of("main", at, id).expect("below main");
+        let path = dir.join(&inbox);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+        let body = json!({"askId": id, "at": at, "from": at, "facts": []});
+        std::fs::write(path, body.to_string()).expect("entry");
+    }
+
+    fn app(dir: &Path, asks: &[(&str, &str)], more: u64, page: u64) -> App {
+        let mut app = App::new(dir.to_path_buf(), false);
+        let asks = asks
+            .iter()
+            .map(|(id, at)| {
+                entry(dir, at, id);
+                load_entry(dir, &inbox_of("main", at, id).expect("below")).expect("entry")
+            })
+            .collect();
+        app.take_listing(
+            Listing {
+                asks,
+                more,
+                hidden: 0,
+                session: "main".into(),
+                page_size: Some(page),
+            },
+            true,
+        );
+        app
+    }
+
+    fn ids(app: &App) -> Vec<String> {
+        app.asks.iter().map(|a| text(&a["askId"])).collect()
+    }
+
+    #[test]
+    fn events_change_the_queue_one_ask_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut app = app(dir.path(), &[("1", "main")], 0, 3);
+        // Arrivals here and below are read from their own entries.
+        entry(dir.path(), "main", "2");
+        entry(dir.path(), "main/a", "3");
+        assert!(app.apply(&json!({"event": "arrived", "askId": "2"})));
+        assert!(app
+            .apply(&json!({"event": "below", "change": "arrived", "at": "main/a", "askId": "3"})));
+        assert_eq!(ids(&app), ["1", "2", "3"]);
+        assert_eq!(app.asks[2]["inbox"], "children/a/inbox/3");
+        assert!(!app.resync);
+        // One seen twice (the listing saw it too) is listed once.
+        app.apply(&json!({"event": "arrived", "askId": "2"}));
+        assert_eq!(ids(&app).len(), 3);
+        // The page is full: the next one is counted beyond it.
+        entry(dir.path(), "main", "4");
+        app.apply(&json!({"event": "arrived", "askId": "4"}));
+        assert_eq!((ids(&app).len(), app.more), (3, 1));
+        // It leaves: only the count changes.
+        app.apply(&json!({"event": "left", "askId": "4"}));
+        assert_eq!((app.more, app.resync), (0, false));
+        // An unselected ask leaves: taken out. The selected one leaves:
+        // it stays, marked withdrawn.
+        app.apply(&json!({"event": "below", "change": "left", "at": "main/a", "askId": "3"}));
+        assert_eq!(ids(&app), ["1", "2"]);
+        app.apply(&json!({"event": "decided", "askId": "1"}));
+        assert_eq!(ids(&app), ["1", "2"]);
+        assert!(is_withdrawn(&app.asks[0]) && app.selected == 0);
+        // One that left before its entry was read is not listed, and its
+        // departure changes nothing.
+        app.apply(&json!({"event": "arrived", "askId": "gone"}));
+        app.apply(&json!({"event": "left", "askId": "gone"}));
+        assert_eq!(ids(&app), ["1", "2"]);
+        assert!(!app.resync);
+        // Lost events: read anew.
+        app.apply(&json!({"event": "missed", "count": 2}));
+        assert!(app.resync);
+    }
+
+    #[test]
+    fn a_page_that_loses_an_ask_is_read_anew_when_more_wait() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut page = app(dir.path(), &[("1", "main"), ("2", "main")], 5, 2);
+        page.apply(&json!({"event": "left", "askId": "2"}));
+        assert!(page.resync, "the page refills from `pending`");
+        let mut page = app(dir.path(), &[("1", "main")], 3, 1);
+        // One not listed leaves while asks counted at the read wait
+        // beyond the page: which one is unknown, so read anew.
+        page.apply(&json!({"event": "left", "askId": "99"}));
+        assert!(page.resync);
     }
 }

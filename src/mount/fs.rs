@@ -164,7 +164,7 @@ fn errno(error: &AuthorityError) -> Errno {
         AuthorityError::Invalid(_) => Errno::EINVAL,
         AuthorityError::PermissionDenied(_) => Errno::EACCES,
         AuthorityError::AlreadyDecided(_) => Errno::EALREADY,
-        AuthorityError::TooLarge => Errno::EFBIG,
+        AuthorityError::TooLarge(_) => Errno::EFBIG,
         AuthorityError::NotEmpty(_) => Errno::ENOTEMPTY,
         AuthorityError::Full(_) => Errno::ENOSPC,
         AuthorityError::AuditUnavailable(_, code) => Errno::from_i32(*code),
@@ -541,6 +541,15 @@ impl Filesystem for PermFs {
             let Some(view) = self.authority.pending_below(session, caller) else {
                 return reply.error(Errno::ENOENT);
             };
+            // Each open copies a page of asks: an operator finds here who
+            // reads `pending` how often (`permfs prompt` reads it at start
+            // and when its event stream lost track, not per event).
+            tracing::debug!(
+                %session,
+                listed = view["pending"].as_array().map_or(0, Vec::len),
+                more = %view["more"],
+                "pending listing opened"
+            );
             let mut bytes = serde_json::to_vec_pretty(&view).unwrap_or_default();
             bytes.push(b'\n');
             if let Ok(mut snapshots) = self.snapshots.lock() {
@@ -817,7 +826,7 @@ impl Filesystem for PermFs {
                 match drafts.get_mut(&fh.0) {
                     Some(draft) if !draft.submitted => {
                         let end = offset as usize + data.len();
-                        if end > crate::session::authority::MAX_REQUEST_BYTES {
+                        if end > self.authority.request_limit() {
                             draft.oversized = true;
                             draft.data.clear();
                             return reply.error(Errno::EFBIG);
@@ -849,7 +858,7 @@ impl Filesystem for PermFs {
                                 std::mem::take(&mut draft.data),
                             );
                             drop(drafts);
-                            let parsed = Authority::read_request(&request);
+                            let parsed = self.authority.read_request(&request);
                             return match self.raise(fh.0, &session, &rid, parsed) {
                                 Ok(()) => reply.written(data.len() as u32),
                                 Err(error) => reply.error(error),
@@ -868,7 +877,7 @@ impl Filesystem for PermFs {
                             drop(drafts);
                             reply.written(data.len() as u32);
                             let (session, rid, request) = written;
-                            let parsed = Authority::read_request(&request);
+                            let parsed = self.authority.read_request(&request);
                             return self.raise_written(fh.0, &session, &rid, parsed);
                         }
                         Ok(())

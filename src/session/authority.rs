@@ -26,9 +26,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// Largest request accepted, in bytes.
-pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
-
 pub use super::decision::{breadth, Breadth, Decision, MAX_DECISION_PATTERNS, MAX_PATTERN_BYTES};
 pub use super::retention::{
     MAX_READ_BYTES, MAX_RETAINED_ANSWERS, MAX_RETAINED_BYTES, RETAIN_ANSWERS,
@@ -41,8 +38,8 @@ pub enum AuthorityError {
     Invalid(String),
     PermissionDenied(String),
     AlreadyDecided(String),
-    /// A request over the size limit.
-    TooLarge,
+    /// A request over the size limit (`limits.requestBytes`, in force).
+    TooLarge(usize),
     /// A directory that still holds entries cannot be removed.
     NotEmpty(String),
     /// A bound on what one session may keep was reached.
@@ -63,7 +60,10 @@ impl std::fmt::Display for AuthorityError {
             | Self::NotEmpty(m)
             | Self::Full(m)
             | Self::AuditUnavailable(m, _) => f.write_str(m),
-            Self::TooLarge => write!(f, "request is over the {MAX_REQUEST_BYTES}-byte limit"),
+            Self::TooLarge(limit) => write!(
+                f,
+                "request is over the {limit}-byte limit (limits.requestBytes)"
+            ),
         }
     }
 }
@@ -420,7 +420,7 @@ impl StateGuard<'_> {
                         "decidedBy": response.decided_by,
                     });
                     publish(&mut state, &inbox, event);
-                    publish_below(&mut state, &inbox, change);
+                    publish_below(&mut state, &inbox, change, &response.ask_id);
                 }
             }
         }
@@ -440,10 +440,12 @@ impl Authority {
             .map(|(name, spec)| (name, Arc::new(spec)))
             .collect();
         let limits = super::limits::Limits::parse(loader.global_config().extensions.get("limits"))?;
+        let mut state = State::default();
+        state.retention.bounds = super::retention::Bounds::of(&limits);
         Ok(Self {
             loader,
             owner_uid,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             limits,
             judges,
             jobs: crossbeam_channel::unbounded(),
@@ -624,6 +626,11 @@ impl Authority {
         self.limits
     }
 
+    /// The largest request accepted, in bytes (`limits.requestBytes`).
+    pub fn request_limit(&self) -> usize {
+        self.limits.request_bytes
+    }
+
     /// Ends `parent`'s child `name` for `caller` (its asker, decider or
     /// the operator).
     pub fn end_child(
@@ -743,17 +750,18 @@ impl Authority {
     /// request that cannot be understood still gets a response (outcome
     /// `invalid`, with the reason) and the error is returned to the writer.
     pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
-        self.raise(session, rid, Self::read_request(text))
+        self.raise(session, rid, self.read_request(text))
     }
 
     /// A request file's bytes as a request, or why they are not one (what
     /// its "invalid" answer says). [`Self::submit`] reads them so; a
     /// caller that must know before raising reads them first and raises
     /// with [`Self::submit_request`].
-    pub fn read_request(text: &[u8]) -> Result<Request, String> {
-        if text.len() > MAX_REQUEST_BYTES {
+    pub fn read_request(&self, text: &[u8]) -> Result<Request, String> {
+        let limit = self.limits.request_bytes;
+        if text.len() > limit {
             return Err(format!(
-                "request is {} bytes; the limit is {MAX_REQUEST_BYTES}",
+                "request is {} bytes; the limit is {limit} (limits.requestBytes)",
                 text.len()
             ));
         }
@@ -1158,13 +1166,16 @@ pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value
 }
 
 /// Tells every session above `inbox` that something changed in an inbox
-/// below it (`arrived`, `decided`, `left`, `refused`), without the ask's
-/// details: a reader re-reads `pending`, which shows only the asks it may
-/// decide. This is what lets one `events` stream drive a tree-wide view.
-pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str) {
+/// below it (`arrived`, `decided`, `left`, `refused`), naming the ask
+/// and the inbox but without the ask's details: a reader reads the entry
+/// (`inbox/<askId>` under that session, refused unless it may decide
+/// there) or `pending`, which show only the asks it may decide. This is
+/// what lets one `events` stream drive a tree-wide view, one ask at a time.
+pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str, ask_id: &str) {
     let mut above = inbox.rsplit_once('/').map(|(parent, _)| parent.to_string());
     while let Some(session) = above {
-        let event = serde_json::json!({"event": "below", "change": change, "at": inbox});
+        let event =
+            serde_json::json!({"event": "below", "change": change, "at": inbox, "askId": ask_id});
         publish(state, &session, event);
         above = session
             .rsplit_once('/')

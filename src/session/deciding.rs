@@ -36,7 +36,7 @@ impl Authority {
         }
         let event = serde_json::json!({"event": "refused", "askId": ask_id, "error": reason});
         publish(&mut state, session, event);
-        publish_below(&mut state, session, "refused");
+        publish_below(&mut state, session, "refused", ask_id);
     }
 
     /// A live decision written to `session`'s inbox entry `ask_id`.

@@ -76,7 +76,10 @@ impl EventLog {
     }
 
     /// The lines from `cursor` that fit in `max` bytes (at least one),
-    /// preceded by a `missed` line if the reader fell behind.
+    /// preceded by a `missed` line if the reader fell behind. A line longer
+    /// than `max` by itself (an `arrived` line carries the ask's facts) is
+    /// given in its short form ([`short_form`]): a reply longer than the
+    /// read would fail the read (`EIO`) and lose the event.
     pub fn take(&self, cursor: &Cursor, max: usize) -> Vec<u8> {
         let Ok(mut position) = cursor.lock() else {
             return Vec::new();
@@ -96,8 +99,14 @@ impl EventLog {
             let Some(line) = self.lines.get((*position - self.first_seq) as usize) else {
                 break;
             };
-            if !out.is_empty() && out.len() + line.len() + 1 > max {
-                break;
+            if out.len() + line.len() + 1 > max {
+                if !out.is_empty() {
+                    break;
+                }
+                out.extend_from_slice(short_form(line).as_bytes());
+                out.push(b'\n');
+                *position += 1;
+                continue;
             }
             out.extend_from_slice(line.as_bytes());
             out.push(b'\n');
@@ -120,6 +129,26 @@ impl EventLog {
             deliver(Vec::new());
         }
     }
+}
+
+/// An event without its details (facts, message, patterns): which event,
+/// which ask, where, and `"detailsOmitted": true`, for a reader whose read
+/// is too short for the whole line. It reads the details from the entry
+/// (`inbox/<askId>`) or `pending`.
+fn short_form(line: &str) -> String {
+    const KEPT: [&str; 9] = [
+        "event", "change", "askId", "from", "at", "outcome", "grant", "seq", "time",
+    ];
+    let mut short = serde_json::Map::new();
+    if let Ok(Value::Object(event)) = serde_json::from_str::<Value>(line) {
+        for key in KEPT {
+            if let Some(value) = event.get(key) {
+                short.insert(key.to_string(), value.clone());
+            }
+        }
+    }
+    short.insert("detailsOmitted".into(), json!(true));
+    Value::Object(short).to_string()
 }
 
 #[cfg(test)]
@@ -147,6 +176,27 @@ mod tests {
         let first = text.lines().next().expect("a line");
         assert_eq!(first, r#"{"event":"missed","count":5}"#);
         assert_eq!(text.lines().count(), EVENT_BACKLOG + 1);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_read_comes_short_never_lost() {
+        let mut log = EventLog::default();
+        let cursor: Cursor = Arc::new(Mutex::new(0));
+        let facts = "x".repeat(10_000);
+        log.publish(json!({"event": "arrived", "askId": "1.1-r", "from": "main", "facts": facts}));
+        log.publish(json!({"event": "left", "askId": "1.1-r"}));
+        let text = String::from_utf8(log.take(&cursor, 4096)).expect("utf8");
+        assert!(text.len() <= 4096, "{}", text.len());
+        let first: Value =
+            serde_json::from_str(text.lines().next().expect("a line")).expect("JSON");
+        assert_eq!(
+            (&first["event"], &first["askId"], &first["detailsOmitted"]),
+            (&json!("arrived"), &json!("1.1-r"), &json!(true))
+        );
+        assert!(first.get("facts").is_none());
+        // The next line follows whole, in this read or the next.
+        let rest = String::from_utf8(log.take(&cursor, 4096)).expect("utf8");
+        assert!(text.contains("\"left\"") || rest.contains("\"left\""));
     }
 
     #[test]

@@ -36,6 +36,21 @@ pub struct Limits {
     pub pi_draft_bytes: usize,
     /// The same for every pi view in one root's tree: `treePiDraftBytes`.
     pub tree_pi_draft_bytes: usize,
+    /// Bytes of one request (an outbox request, an exchange, a pi
+    /// request file): `requestBytes`. Its facts, kept while it waits and
+    /// shown in every inbox it reaches, grow with it.
+    pub request_bytes: usize,
+    /// Answered asks of one session kept for their asker to read:
+    /// `retainedAnswers`.
+    pub retained_answers: usize,
+    /// The same for one root's tree, by count and by bytes (as
+    /// `retention.rs` accounts them): `treeRetainedAnswers`,
+    /// `treeRetainedBytes`. Half the global bytes bound (48 MiB): one
+    /// tree's flood of answers drops its own oldest, and the global bound
+    /// is reached only when several trees are full (then the fullest
+    /// gives up its oldest).
+    pub tree_retained_answers: usize,
+    pub tree_retained_bytes: usize,
 }
 
 impl Default for Limits {
@@ -49,6 +64,10 @@ impl Default for Limits {
             pending_shown: 100,
             pi_draft_bytes: 1 << 20,
             tree_pi_draft_bytes: 8 << 20,
+            request_bytes: 64 << 10,
+            retained_answers: 8192,
+            tree_retained_answers: 16_384,
+            tree_retained_bytes: 24 << 20,
         }
     }
 }
@@ -63,6 +82,10 @@ const KEYS: &[&str] = &[
     "pendingShown",
     "piDraftBytes",
     "treePiDraftBytes",
+    "requestBytes",
+    "retainedAnswers",
+    "treeRetainedAnswers",
+    "treeRetainedBytes",
 ];
 
 impl Limits {
@@ -92,6 +115,10 @@ impl Limits {
                 "pendingShown" => limits.pending_shown = n,
                 "piDraftBytes" => limits.pi_draft_bytes = n,
                 "treePiDraftBytes" => limits.tree_pi_draft_bytes = n,
+                "requestBytes" => limits.request_bytes = n,
+                "retainedAnswers" => limits.retained_answers = n,
+                "treeRetainedAnswers" => limits.tree_retained_answers = n,
+                "treeRetainedBytes" => limits.tree_retained_bytes = n,
                 unknown => {
                     return Err(format!(
                         "limits: {}",
@@ -122,6 +149,10 @@ mod tests {
             (limits.depth, limits.pending_asks, limits.children),
             (4, 2, 256)
         );
+        assert_eq!(Limits::default().request_bytes, 64 << 10);
+        let limits =
+            Limits::parse(Some(&serde_json::json!({"requestBytes": 1024}))).expect("valid");
+        assert_eq!(limits.request_bytes, 1024);
         assert!(Limits::parse(Some(&serde_json::json!({"dept": 4}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!({"depth": 0}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!([1]))).is_err());

@@ -22,7 +22,7 @@
 //! ([`MAX_TARGETS`], [`MAX_FILES`]); past that, creating fails `ENOSPC`.
 
 use super::ask::Response;
-use super::authority::{Authority, AuthorityError, MAX_REQUEST_BYTES};
+use super::authority::{Authority, AuthorityError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -397,8 +397,8 @@ impl PiViews {
         let end = usize::try_from(offset)
             .ok()
             .and_then(|o| o.checked_add(data.len()))
-            .filter(|end| *end <= MAX_REQUEST_BYTES)
-            .ok_or(AuthorityError::TooLarge)?;
+            .filter(|end| *end <= limits.request_bytes)
+            .ok_or(AuthorityError::TooLarge(limits.request_bytes))?;
         // What this write adds to the bytes held (drafts only grow here).
         let held = target_mut(&mut views, session, target)?
             .drafts
@@ -779,8 +779,8 @@ mod tests {
         ));
         views.create("main", "t", "big.tmp").expect("draft");
         assert!(matches!(
-            views.write("main", "t", "big.tmp", MAX_REQUEST_BYTES as u64, b"x"),
-            Err(AuthorityError::TooLarge)
+            views.write("main", "t", "big.tmp", 64 << 10, b"x"),
+            Err(AuthorityError::TooLarge(_))
         ));
         for i in 1..MAX_FILES {
             views

@@ -4,12 +4,19 @@
 //! An answered ask is kept so that its asker can still read the response
 //! (the retention window). Once read, it is kept only while the read
 //! answers fit [`MAX_READ_BYTES`]; unread ones go only past
-//! [`RETAIN_ANSWERS`], [`MAX_RETAINED_ANSWERS`] or [`MAX_RETAINED_BYTES`].
+//! [`RETAIN_ANSWERS`], their session's and their tree's bounds
+//! (`limits.retainedAnswers`, `treeRetainedAnswers`, `treeRetainedBytes`:
+//! the oldest of that session, or of that tree, go first), or the global
+//! [`MAX_RETAINED_ANSWERS`] and [`MAX_RETAINED_BYTES`] (the tree holding the
+//! most gives up its oldest). So an asker that floods the daemon with
+//! answers it never reads drops its own, never another tree's.
 //! A forgotten answer reads `ENOENT`, never `allow`.
 
 use super::ask::{AskId, Response};
 use super::authority::State;
-use std::collections::VecDeque;
+use super::limits::{root_of, Limits};
+use super::tree::SessionId;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +47,46 @@ const RETAINED_FIXED: usize = 2048 + 1024;
 /// drop what it holds for its files.
 pub type ForgetHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
+/// The per-session and per-tree bounds on kept answers (from `limits`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bounds {
+    session_answers: usize,
+    tree_answers: usize,
+    tree_bytes: usize,
+}
+
+impl Bounds {
+    pub(super) fn of(limits: &Limits) -> Self {
+        Self {
+            session_answers: limits.retained_answers,
+            tree_answers: limits.tree_retained_answers,
+            tree_bytes: limits.tree_retained_bytes,
+        }
+    }
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self::of(&Limits::default())
+    }
+}
+
+/// The answers one session (or one tree) has kept: how many, their bytes,
+/// and their ids oldest first (may hold forgotten ones, skipped).
+#[derive(Default)]
+struct Account {
+    order: VecDeque<AskId>,
+    count: usize,
+    bytes: usize,
+}
+
+/// Which accounts a bound counts.
+#[derive(Clone, Copy)]
+enum Scope {
+    Session,
+    Tree,
+}
+
 /// The answered asks kept, in the order they were stored and read.
 #[derive(Default)]
 pub(super) struct Retention {
@@ -56,6 +103,10 @@ pub(super) struct Retention {
     freed_since_trim: usize,
     last_change: Option<Instant>,
     pub(super) on_forget: Option<ForgetHook>,
+    /// Kept answers by asking session and by the root of its tree.
+    by_session: HashMap<SessionId, Account>,
+    by_tree: HashMap<String, Account>,
+    pub(super) bounds: Bounds,
 }
 
 impl Retention {
@@ -67,6 +118,123 @@ impl Retention {
     pub(super) fn totals(&self) -> (usize, usize) {
         (self.count, self.bytes)
     }
+
+    /// (answers kept, their bytes) of `session`, or of the tree of the
+    /// root `session`.
+    #[cfg(test)]
+    pub(super) fn totals_of(&self, session: &str, tree: bool) -> (usize, usize) {
+        let accounts = if tree {
+            &self.by_tree
+        } else {
+            &self.by_session
+        };
+        accounts.get(session).map_or((0, 0), |a| (a.count, a.bytes))
+    }
+
+    fn accounts(&mut self, scope: Scope) -> &mut HashMap<String, Account> {
+        match scope {
+            Scope::Session => &mut self.by_session,
+            Scope::Tree => &mut self.by_tree,
+        }
+    }
+}
+
+/// Adds a kept answer to the account of `key`.
+fn credit(accounts: &mut HashMap<String, Account>, key: &str, ask_id: &str, size: usize) {
+    let account = match accounts.get_mut(key) {
+        Some(account) => account,
+        None => accounts.entry(key.to_string()).or_default(),
+    };
+    account.order.push_back(ask_id.to_string());
+    account.count += 1;
+    account.bytes += size;
+}
+
+/// Takes a forgotten answer off the account of `key`; an account left
+/// empty goes (with the forgotten names its queue may still hold).
+fn debit(accounts: &mut HashMap<String, Account>, key: &str, size: usize) {
+    if let Some(account) = accounts.get_mut(key) {
+        account.count = account.count.saturating_sub(1);
+        account.bytes = account.bytes.saturating_sub(size);
+        if account.count == 0 {
+            accounts.remove(key);
+        }
+    }
+}
+
+/// Forgets the oldest answer still kept of the account `key`; `false`
+/// when it has none.
+fn forget_oldest(state: &mut State, scope: Scope, key: &str) -> bool {
+    loop {
+        let next = state
+            .retention
+            .accounts(scope)
+            .get_mut(key)
+            .and_then(|a| a.order.pop_front());
+        let Some(ask_id) = next else {
+            return false;
+        };
+        if is_kept(state, &ask_id) {
+            forget(state, &ask_id);
+            return true;
+        }
+    }
+}
+
+/// Drops the names of forgotten answers from the account of `key` once
+/// they are half of its queue.
+fn compact(state: &mut State, scope: Scope, key: &str) {
+    let stale = state
+        .retention
+        .accounts(scope)
+        .get(key)
+        .is_some_and(|a| a.order.len() > 2 * a.count + 64);
+    if !stale {
+        return;
+    }
+    let Some(mut order) = state
+        .retention
+        .accounts(scope)
+        .get_mut(key)
+        .map(|a| std::mem::take(&mut a.order))
+    else {
+        return;
+    };
+    order.retain(|id| is_kept(state, id));
+    if let Some(account) = state.retention.accounts(scope).get_mut(key) {
+        account.order = order;
+    }
+}
+
+/// Keeps `session`'s answers within `limits.retainedAnswers` and its
+/// tree's within `treeRetainedAnswers` and `treeRetainedBytes`, the
+/// oldest going first: a session that floods the daemon with answers
+/// drops its own (and its tree's), nobody else's.
+fn forget_beyond_own_bounds(state: &mut State, session: &str) {
+    let bounds = state.retention.bounds;
+    while state
+        .retention
+        .by_session
+        .get(session)
+        .is_some_and(|a| a.count > bounds.session_answers)
+    {
+        if !forget_oldest(state, Scope::Session, session) {
+            break;
+        }
+    }
+    let root = root_of(session);
+    while state
+        .retention
+        .by_tree
+        .get(root)
+        .is_some_and(|a| a.count > bounds.tree_answers || a.bytes > bounds.tree_bytes)
+    {
+        if !forget_oldest(state, Scope::Tree, root) {
+            break;
+        }
+    }
+    compact(state, Scope::Session, session);
+    compact(state, Scope::Tree, root);
 }
 
 /// The real bytes an answered ask holds while it is kept: its strings
@@ -98,15 +266,19 @@ pub(super) fn keep(state: &mut State, ask_id: &str, read: bool) {
     ask.hops = Vec::new();
     let size = retained_size(&response, &ask.origin, &ask.rid);
     ask.retained = size;
+    let origin = ask.origin.clone();
     let now = Instant::now();
     let kept = &mut state.retention;
     kept.order.push_back((now, ask_id.to_string()));
     kept.bytes += size;
     kept.count += 1;
     kept.last_change = Some(now);
+    credit(&mut kept.by_session, &origin, ask_id, size);
+    credit(&mut kept.by_tree, root_of(&origin), ask_id, size);
     if read {
         mark_read(state, ask_id);
     }
+    forget_beyond_own_bounds(state, &origin);
     forget_old_answers(state, now);
 }
 
@@ -141,6 +313,8 @@ pub(super) fn forget(state: &mut State, ask_id: &str) {
     if ask.retained > 0 {
         kept.bytes = kept.bytes.saturating_sub(ask.retained);
         kept.count = kept.count.saturating_sub(1);
+        debit(&mut kept.by_session, &ask.origin, ask.retained);
+        debit(&mut kept.by_tree, root_of(&ask.origin), ask.retained);
         if ask.read {
             kept.read_bytes = kept.read_bytes.saturating_sub(ask.retained);
             kept.read_count = kept.read_count.saturating_sub(1);
@@ -162,8 +336,8 @@ fn is_kept(state: &State, ask_id: &str) -> bool {
 }
 
 /// Forgets answers stored more than [`RETAIN_ANSWERS`] ago, read answers
-/// beyond [`MAX_READ_BYTES`], and the oldest beyond the count and byte
-/// bounds (read ones first).
+/// beyond [`MAX_READ_BYTES`], and beyond the global count and byte bounds
+/// read ones first, then the oldest of the tree holding the most.
 pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
     while let Some((stored_at, _)) = state.retention.order.front() {
         if now.saturating_duration_since(*stored_at) < RETAIN_ANSWERS {
@@ -183,6 +357,24 @@ pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
             forget(state, &ask_id);
         }
     }
+    // Only when many trees are full at once (each stays within its own
+    // bounds): the tree holding the most gives up its oldest, so one that
+    // holds little keeps its answers.
+    while state.retention.over_bounds() {
+        let by_count = state.retention.count > MAX_RETAINED_ANSWERS;
+        let largest = state
+            .retention
+            .by_tree
+            .iter()
+            .max_by_key(|(_, a)| if by_count { a.count } else { a.bytes })
+            .map(|(root, _)| root.clone());
+        match largest {
+            Some(root) if forget_oldest(state, Scope::Tree, &root) => {}
+            _ => break,
+        }
+    }
+    // The accounts cover every kept answer; should they not, the oldest
+    // of all go.
     while state.retention.over_bounds() {
         let Some((_, ask_id)) = state.retention.order.pop_front() else {
             break;
@@ -291,12 +483,14 @@ mod tests {
     use std::io::Write;
 
     fn authority() -> (Authority, tempfile::TempDir) {
+        authority_with(r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#)
+    }
+
+    fn authority_with(config: &str) -> (Authority, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("config.json");
         std::fs::File::create(&path)
-            .and_then(|mut f| {
-                f.write_all(br#"{"permission": {"bash": {"*": "ask", "ls": "allow"}}}"#)
-            })
+            .and_then(|mut f| f.write_all(config.as_bytes()))
             .expect("config written");
         let loader = PolicyLoader::new(PolicySources {
             global: Some(path),
@@ -355,7 +549,11 @@ mod tests {
 
     #[test]
     fn retained_size_is_the_real_size() {
-        let (authority, _dir) = authority();
+        // The per-session and per-tree bounds stay out of the way.
+        let (authority, _dir) = authority_with(
+            r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}},
+                "limits": {"retainedAnswers": 100000, "treeRetainedBytes": 1000000000}}"#,
+        );
         // Warm up: the maps, the event log and the rules are built once.
         for i in 0..2000 {
             authority
@@ -471,5 +669,68 @@ mod tests {
         authority.withdraw("main", "p").expect("withdrawn");
         assert!(authority.response(&pending).is_none());
         assert!(!authority.outbox_contains("main", "p"));
+    }
+
+    /// `limits.retainedAnswers` and `treeRetainedAnswers`: a session's
+    /// answers beyond its bound go oldest first, then its tree's, and
+    /// another tree's unread answer stays readable however many come.
+    #[test]
+    fn each_session_and_tree_drops_its_own_oldest_answers() {
+        let (authority, dir) = authority_with(
+            r#"{"permission": {"bash": {"*": "ask", "ls": "allow"}},
+                "roots": {"main": {"interactive": true}, "other": {"interactive": true}},
+                "limits": {"retainedAnswers": 5, "treeRetainedAnswers": 8}}"#,
+        );
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let spec = SpawnSpec {
+            interactive: true,
+            ..Default::default()
+        };
+        authority.add_root("other", spec, &cwd).expect("root");
+        let operator = crate::session::access::Caller::operator(1000);
+        for child in ["a", "b"] {
+            authority
+                .spawn("main", child, SpawnSpec::default(), operator)
+                .expect("child");
+        }
+        let body = br#"{"surface":"bash","value":"ls"}"#;
+        let others = authority.submit("other", "kept", body).expect("ask");
+        let ask = |session: &str, n: usize| {
+            (0..n)
+                .map(|i| {
+                    authority
+                        .submit(session, &format!("r{i}"), body)
+                        .expect("ask")
+                })
+                .collect::<Vec<_>>()
+        };
+        let totals = |session: &str, tree: bool| {
+            authority
+                .state
+                .lock()
+                .map(|s| s.retention.totals_of(session, tree).0)
+                .unwrap_or(0)
+        };
+        // A session: its 5 newest stay, its 3 oldest went.
+        let a = ask("main/a", 8);
+        assert!(a[..3].iter().all(|id| authority.response(id).is_none()));
+        assert!(a[3..].iter().all(|id| authority.response(id).is_some()));
+        assert_eq!(totals("main/a", false), 5);
+        // Its tree: 8 at most, the tree's oldest (main/a's) going first.
+        let b = ask("main/b", 5);
+        assert_eq!(totals("main", true), 8);
+        assert!(authority.response(&a[3]).is_none() && authority.response(&a[4]).is_none());
+        assert!(a[5..].iter().all(|id| authority.response(id).is_some()));
+        assert!(b.iter().all(|id| authority.response(id).is_some()));
+        // Another tree's unread answer is untouched.
+        assert!(authority.response(&others).is_some_and(|r| r.approved));
+        assert_eq!(totals("other", true), 1);
+        // Withdrawn answers leave the accounts.
+        for i in 0..5 {
+            authority
+                .withdraw("main/b", &format!("r{i}"))
+                .expect("withdrawn");
+        }
+        assert_eq!((totals("main/b", false), totals("main", true)), (0, 3));
     }
 }

@@ -259,7 +259,7 @@ impl Authority {
                 "facts": ask.facts.intents,
             });
             super::authority::publish(state, &review.node, event);
-            super::authority::publish_below(state, &review.node, "arrived");
+            super::authority::publish_below(state, &review.node, "arrived", ask_id);
         } else {
             finish(
                 state,

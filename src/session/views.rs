@@ -112,6 +112,9 @@ impl Authority {
             "pending": entries,
             "more": more,
             "notShown": hidden,
+            // The bound on `pending`: a client that follows `events`
+            // knows when a new ask falls beyond the page (into `more`).
+            "pageSize": self.limits.pending_shown,
         }))
     }
 

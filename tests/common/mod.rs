@@ -35,7 +35,20 @@ impl Daemon {
 
     /// Starts a daemon that logs at `info` into the file `log`.
     pub fn start_with_log(config: &str, log: &Path) -> Self {
-        Self::start_full(config, None, "main", None, &[], Some(log))
+        Self::start_full(
+            config,
+            None,
+            "main",
+            None,
+            &[],
+            Some((log, "info,fuser=error")),
+        )
+    }
+
+    /// Starts a daemon that logs into the file `log` what the `PERMFS_LOG`
+    /// filter `filter` lets through (`"info,permfs::mount=debug"`, say).
+    pub fn start_with_log_filter(config: &str, log: &Path, filter: &str) -> Self {
+        Self::start_full(config, None, "main", None, &[], Some((log, filter)))
     }
 
     /// Starts `permfs mount` with more options (`--threads 1`, …).
@@ -64,7 +77,7 @@ impl Daemon {
         root: &str,
         state: Option<&Path>,
         args: &[&str],
-        log: Option<&Path>,
+        log: Option<(&Path, &str)>,
     ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let state_dir = state
@@ -87,15 +100,11 @@ impl Daemon {
             .current_dir(cwd.unwrap_or(&work))
             .env(
                 "PERMFS_LOG",
-                if log.is_some() {
-                    "info,fuser=error"
-                } else {
-                    "warn,fuser=error"
-                },
+                log.map_or("warn,fuser=error", |(_, filter)| filter),
             )
             .stdin(Stdio::null())
             .stderr(match log {
-                Some(path) => Stdio::from(std::fs::File::create(path).expect("log file")),
+                Some((path, _)) => Stdio::from(std::fs::File::create(path).expect("log file")),
                 None => Stdio::inherit(),
             })
             .spawn()

@@ -168,13 +168,13 @@ impl PermFs {
             )
         };
         if oversized {
-            let limit = crate::session::authority::MAX_REQUEST_BYTES;
-            let reason = format!("request is over the {limit}-byte limit");
+            let limit = self.authority.request_limit();
+            let reason = format!("request is over the {limit}-byte limit (limits.requestBytes)");
             return self
                 .raise(fh, &session, &rid, Err(reason))
                 .and(Err(Errno::EFBIG));
         }
-        self.raise(fh, &session, &rid, Authority::read_request(&data))
+        self.raise(fh, &session, &rid, self.authority.read_request(&data))
     }
     /// Puts the request of the draft on `fh` in `session`'s outbox as
     /// `rid` (one that could not be read goes in answered "invalid", and
