@@ -97,8 +97,15 @@ pub fn text<'s>(node: &Node<'_>, source: &'s str) -> &'s str {
 
 /// The node's children, anonymous tokens included, in source order.
 pub fn children<'t>(node: &Node<'t>) -> Vec<Node<'t>> {
+    // Most nodes a walk meets are leaves (words): no cursor for them.
+    let count = node.child_count();
+    if count == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(count);
     let mut cursor = node.walk();
-    node.children(&mut cursor).collect()
+    out.extend(node.children(&mut cursor));
+    out
 }
 
 /// The arguments of a `command` node: its named children other than the
