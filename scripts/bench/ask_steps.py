@@ -38,7 +38,7 @@ def main() -> int:
     body = b.request_bytes("git status")
     clock = time.perf_counter_ns
     print(f"machine: {b.machine()}")
-    with b.Mount() as m:
+    with b.Mount(limits=False) as m:
         root_fd = b.dir_fd(m.mnt)
         outbox_fd = b.dir_fd(m.main / "outbox")
 
