@@ -37,7 +37,8 @@ const CONFIG: &str = r#"{"permission": {
   },
   "path_read": {"*": "allow"},
   "path_write": {"*": "allow"},
-  "path": "allow"
+  "path": "allow",
+  "agent": "allow"
 }}"#;
 
 /// What `.env` holds in the agent's cwd; it must never reach the model
@@ -62,8 +63,22 @@ struct ModelServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<Recorded>>>,
     stop: Arc<AtomicBool>,
-    command: Arc<Mutex<String>>,
+    script: Arc<Mutex<Script>>,
 }
+
+/// What the scripted model does.
+#[derive(Debug, Clone, Default)]
+struct Script {
+    /// The shell command of its one tool call.
+    command: String,
+    /// Claude Code only: hand the command to a sub-agent first (an `Agent`
+    /// call whose prompt starts with `SUBAGENT_TASK`; the sub-agent then
+    /// makes the tool call).
+    via_subagent: bool,
+}
+
+/// How the scripted model knows a request is the sub-agent's.
+const SUBAGENT_TASK: &str = "permfs-subagent-task";
 
 impl ModelServer {
     fn start(command: &str) -> Self {
@@ -71,8 +86,11 @@ impl ModelServer {
         let addr = listener.local_addr().expect("its address");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let command = Arc::new(Mutex::new(command.to_string()));
-        let (recorded, stopped, script) = (requests.clone(), stop.clone(), command.clone());
+        let script = Arc::new(Mutex::new(Script {
+            command: command.to_string(),
+            via_subagent: false,
+        }));
+        let (recorded, stopped, scripted) = (requests.clone(), stop.clone(), script.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
@@ -80,22 +98,29 @@ impl ModelServer {
                 }
                 let Ok(stream) = stream else { continue };
                 let recorded = recorded.clone();
-                let command = script.lock().map(|c| c.clone()).unwrap_or_default();
-                std::thread::spawn(move || serve(stream, &recorded, &command));
+                let script = scripted.lock().map(|s| s.clone()).unwrap_or_default();
+                std::thread::spawn(move || serve(stream, &recorded, &script));
             }
         });
         Self {
             addr,
             requests,
             stop,
-            command,
+            script,
         }
     }
 
     /// The command the scripted tool call runs from now on.
     fn set_command(&self, command: &str) {
-        if let Ok(mut script) = self.command.lock() {
-            *script = command.to_string();
+        if let Ok(mut script) = self.script.lock() {
+            script.command = command.to_string();
+        }
+    }
+
+    /// Claude Code: let a sub-agent make the tool call.
+    fn via_subagent(&self) {
+        if let Ok(mut script) = self.script.lock() {
+            script.via_subagent = true;
         }
     }
 
@@ -165,7 +190,7 @@ fn text_of(content: &Value) -> String {
 
 /// Reads one HTTP request (a Content-Length or chunked body), answers it
 /// from the script, and closes the connection.
-fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, command: &str) {
+fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &Script) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let Ok(write_half) = stream.try_clone() else {
         return;
@@ -216,9 +241,9 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, command: &str) {
     let response = if method != "POST" {
         "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
     } else if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
-        anthropic_answer(&body, command)
+        anthropic_answer(&body, script)
     } else if path.ends_with("/responses") {
-        openai_answer(&body, command)
+        openai_answer(&body, &script.command)
     } else {
         "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
     };
@@ -257,17 +282,35 @@ fn sse(events: &[Value]) -> String {
     text
 }
 
-/// Anthropic Messages: a `Bash` tool call while the conversation has no
-/// tool result yet (and the request offers Bash), else the final text.
-fn anthropic_answer(body: &Value, command: &str) -> String {
-    let offers_bash = body["tools"]
-        .as_array()
-        .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
-    let has_result = body.to_string().contains("\"tool_result\"");
-    let (block, delta, stop) = if offers_bash && !has_result {
-        let input = json!({"command": command, "description": "the scripted call"});
+/// Anthropic Messages: a tool call while the conversation has no tool
+/// result yet (and the request offers the tool), else the final text. The
+/// call is `Bash`, or with `via_subagent` an `Agent` call in the main
+/// conversation and `Bash` in the sub-agent's.
+fn anthropic_answer(body: &Value, script: &Script) -> String {
+    let offers = |tool: &str| {
+        body["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool))
+    };
+    let text = body.to_string();
+    let has_result = text.contains("\"tool_result\"");
+    let in_subagent = body["messages"][0].to_string().contains(SUBAGENT_TASK);
+    let call = match (has_result, script.via_subagent && !in_subagent) {
+        (true, _) => None,
+        (false, true) if offers("Agent") => Some((
+            "Agent",
+            json!({"description": "read the notes", "subagent_type": "general-purpose",
+                   "prompt": format!("{SUBAGENT_TASK}: run the command")}),
+        )),
+        (false, false) if offers("Bash") => Some((
+            "Bash",
+            json!({"command": script.command, "description": "the scripted call"}),
+        )),
+        _ => None,
+    };
+    let (block, delta, stop) = if let Some((tool, input)) = call {
         (
-            json!({"type": "tool_use", "id": "toolu_permfs_1", "name": "Bash", "input": {}}),
+            json!({"type": "tool_use", "id": format!("toolu_permfs_{tool}"), "name": tool, "input": {}}),
             json!({"type": "input_json_delta", "partial_json": input.to_string()}),
             "tool_use",
         )
@@ -815,5 +858,52 @@ fn the_agent_cannot_answer_its_own_ask_or_rewrite_its_hooks() {
                 cli.name()
             );
         }
+    });
+}
+
+#[test]
+fn a_subagents_ask_climbs_from_its_child_session_to_main() {
+    let Some(world) = World::new(Cli::Claude, "cat notes.txt") else {
+        return;
+    };
+    std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+    world.model.via_subagent();
+    world.install_hooks();
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| world.run("delegate it"));
+        let main = world.daemon.session("main");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let entry = loop {
+            if let Some(entry) = world.daemon.inbox("main").into_iter().next() {
+                break main.join("inbox").join(entry);
+            }
+            assert!(
+                !run.is_finished() && Instant::now() < deadline,
+                "no ask reached main's inbox; the model got {:?}",
+                world.model.tool_results()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let shown: Value =
+            serde_json::from_str(&std::fs::read_to_string(&entry).expect("shown")).expect("JSON");
+        let from = shown["from"].as_str().unwrap_or_default().to_string();
+        eprintln!("claude-code: the sub-agent's ask waits in main's inbox, from {from}");
+        assert_eq!(
+            from.split('/').count(),
+            3,
+            "the ask comes from the sub-agent's session main/<session>/<agent>: {shown}"
+        );
+        assert_eq!(common::hop_sessions(&shown).len(), 3, "{shown}");
+        std::fs::write(&entry, "deny ask the parent first").expect("decided");
+        let output = run.join().expect("the run ends");
+        let results = world.model.tool_results();
+        assert!(
+            results
+                .iter()
+                .any(|r| r.contains("denied by a person at main: ask the parent first")),
+            "the sub-agent's model got the reason: {results:?}\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert!(!world.model.everything().contains("notes-content"));
     });
 }
