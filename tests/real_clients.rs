@@ -75,6 +75,9 @@ struct Script {
     /// call whose prompt starts with `SUBAGENT_TASK`; the sub-agent then
     /// makes the tool call).
     via_subagent: bool,
+    /// How many tool calls, one after another (the benchmark's runs make
+    /// many; the scenarios one).
+    calls: usize,
 }
 
 /// How the scripted model knows a request is the sub-agent's.
@@ -89,6 +92,7 @@ impl ModelServer {
         let script = Arc::new(Mutex::new(Script {
             command: command.to_string(),
             via_subagent: false,
+            calls: 1,
         }));
         let (recorded, stopped, scripted) = (requests.clone(), stop.clone(), script.clone());
         std::thread::spawn(move || {
@@ -114,6 +118,13 @@ impl ModelServer {
     fn set_command(&self, command: &str) {
         if let Ok(mut script) = self.script.lock() {
             script.command = command.to_string();
+        }
+    }
+
+    /// Make `calls` tool calls, one after another, before the final text.
+    fn set_calls(&self, calls: usize) {
+        if let Ok(mut script) = self.script.lock() {
+            script.calls = calls;
         }
     }
 
@@ -243,7 +254,7 @@ fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &Script) {
     } else if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
         anthropic_answer(&body, script)
     } else if path.ends_with("/responses") {
-        openai_answer(&body, &script.command)
+        openai_answer(&body, script)
     } else {
         "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
     };
@@ -292,8 +303,15 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
             .as_array()
             .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool))
     };
-    let text = body.to_string();
-    let has_result = text.contains("\"tool_result\"");
+    let results = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .count();
+    let has_result = results >= script.calls.max(1);
     let in_subagent = body["messages"][0].to_string().contains(SUBAGENT_TASK);
     let call = match (has_result, script.via_subagent && !in_subagent) {
         (true, _) => None,
@@ -310,7 +328,7 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
     };
     let (block, delta, stop) = if let Some((tool, input)) = call {
         (
-            json!({"type": "tool_use", "id": format!("toolu_permfs_{tool}"), "name": tool, "input": {}}),
+            json!({"type": "tool_use", "id": format!("toolu_permfs_{tool}_{results}"), "name": tool, "input": {}}),
             json!({"type": "input_json_delta", "partial_json": input.to_string()}),
             "tool_use",
         )
@@ -347,18 +365,22 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
     ])
 }
 
-/// OpenAI Responses: an `exec_command` call while the input has no
-/// function call output yet, else the final message.
-fn openai_answer(body: &Value, command: &str) -> String {
-    let has_result = body["input"]
+/// OpenAI Responses: an `exec_command` call while the input has fewer
+/// function call outputs than the script's calls, else the final message.
+fn openai_answer(body: &Value, script: &Script) -> String {
+    let results = body["input"]
         .as_array()
-        .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"));
-    let item = if has_result {
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .count();
+    let item = if results >= script.calls.max(1) {
         json!({"type": "message", "role": "assistant", "id": "msg_permfs",
                "content": [{"type": "output_text", "text": "done"}]})
     } else {
-        json!({"type": "function_call", "name": "exec_command", "call_id": "call_permfs_1",
-               "arguments": json!({"cmd": command}).to_string()})
+        json!({"type": "function_call", "name": "exec_command",
+               "call_id": format!("call_permfs_{results}"),
+               "arguments": json!({"cmd": script.command}).to_string()})
     };
     sse(&[
         json!({"type": "response.created", "response": {"id": "resp_permfs"}}),
@@ -906,4 +928,172 @@ fn a_subagents_ask_climbs_from_its_child_session_to_main() {
         );
         assert!(!world.model.everything().contains("notes-content"));
     });
+}
+
+// ---- what the hook costs (measurements, run by hand) ----------------------
+//
+// cargo test --release --test real_clients -- --ignored --nocapture --test-threads 1
+// (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts.)
+
+fn bench_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs `program args` with `stdin`, returns the wall time from spawn to exit.
+fn timed(program: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Duration {
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    let _ = child.wait();
+    start.elapsed()
+}
+
+/// `permfs hook` from process start to its answer, for a rule-allowed
+/// Bash call of a session that exists, against the same process doing
+/// less: `/bin/true` (spawning), `permfs --version` (loading, tracing's
+/// set-up, clap), `permfs hook` on an event that is not JSON (the same
+/// plus reading stdin and printing a deny, no mount I/O).
+#[test]
+#[ignore = "a measurement; see the comment above"]
+fn measure_the_hooks_own_cost() {
+    let reps = bench_count("PERMFS_BENCH_REPS", 200);
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = daemon.dir.path().join("work");
+    let cwd = cwd.to_string_lossy();
+    let permfs = Path::new(env!("CARGO_BIN_EXE_permfs"));
+    let mount = daemon.mountpoint.to_string_lossy().into_owned();
+    let hook_args = ["hook", "--agent", "claude-code", "--mount", mount.as_str()];
+    let start = json!({"session_id": "bench", "cwd": cwd, "hook_event_name": "SessionStart",
+                       "source": "startup"});
+    timed(permfs, &hook_args, &start.to_string(), &[]);
+    assert!(daemon.session("main/bench").join("session.json").exists());
+    let event = json!({"session_id": "bench", "cwd": cwd, "permission_mode": "default",
+                       "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                       "tool_input": {"command": "echo bench"}, "tool_use_id": "toolu_1"})
+    .to_string();
+    let no_log = [("PERMFS_LOG", "off")];
+    let cases: [(&str, &Path, &[&str], &str, &[(&str, &str)]); 5] = [
+        ("/bin/true", Path::new("/bin/true"), &[], "", &[]),
+        ("permfs --version", permfs, &["--version"], "", &[]),
+        ("permfs hook, stdin not JSON", permfs, &hook_args, "x", &[]),
+        (
+            "permfs hook, rule-allowed Bash",
+            permfs,
+            &hook_args,
+            &event,
+            &[],
+        ),
+        (
+            "permfs hook, rule-allowed, PERMFS_LOG=off",
+            permfs,
+            &hook_args,
+            &event,
+            &no_log,
+        ),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
+    for _ in 0..reps {
+        for (i, (_, program, args, stdin, env)) in cases.iter().enumerate() {
+            samples[i].push(timed(program, args, stdin, env));
+        }
+    }
+    let allowed = daemon
+        .audit_lines()
+        .iter()
+        .filter(|l| l["outcome"] == "allow")
+        .count();
+    assert_eq!(allowed, 2 * reps, "every measured hook was answered allow");
+    for ((name, ..), samples) in cases.iter().zip(samples) {
+        let mut sorted = samples.clone();
+        sorted.sort();
+        let p90 = sorted[sorted.len() * 9 / 10];
+        println!(
+            "hook cost: {name:45} median {:7.3} ms  p90 {:7.3} ms  ({reps} runs)",
+            ms(median(samples)),
+            ms(p90)
+        );
+    }
+}
+
+/// The same scripted run (`PERMFS_BENCH_CALLS` rule-allowed `echo` calls)
+/// with permfs's hooks and without, interleaved, `PERMFS_BENCH_REPS` times
+/// each; prints the medians and the difference per tool call.
+#[test]
+#[ignore = "a measurement; see the comment above"]
+fn measure_the_client_seen_overhead() {
+    let reps = bench_count("PERMFS_BENCH_REPS", 10);
+    let calls = bench_count("PERMFS_BENCH_CALLS", 10);
+    for cli in [Cli::Claude, Cli::Codex] {
+        let (Some(hooked), Some(plain)) =
+            (World::new(cli, "echo bench"), World::new(cli, "echo bench"))
+        else {
+            continue;
+        };
+        hooked.install_hooks();
+        for world in [&hooked, &plain] {
+            world.model.set_calls(calls);
+            world.run("warm up");
+        }
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for rep in 0..reps {
+            let order = if rep % 2 == 0 {
+                [(&hooked, true), (&plain, false)]
+            } else {
+                [(&plain, false), (&hooked, true)]
+            };
+            for (world, hooks) in order {
+                let start = Instant::now();
+                let output = world.run("bench");
+                let took = start.elapsed();
+                assert!(output.status.success(), "{output:?}");
+                if hooks {
+                    with.push(took);
+                } else {
+                    without.push(took);
+                }
+            }
+        }
+        let allowed = hooked
+            .daemon
+            .audit_lines()
+            .iter()
+            .filter(|l| l["outcome"] == "allow")
+            .count();
+        assert_eq!(
+            allowed,
+            (reps + 1) * calls,
+            "every call went through permfs"
+        );
+        let (with, without) = (median(with), median(without));
+        println!(
+            "client-seen: {:11} {calls} rule-allowed calls per run, {reps} runs each: with hooks {:8.1} ms, without {:8.1} ms, difference {:7.1} ms ({:5.2} ms per call, ratio {:.3})",
+            cli.name(),
+            ms(with),
+            ms(without),
+            ms(with) - ms(without),
+            (ms(with) - ms(without)) / calls as f64,
+            ms(with) / ms(without)
+        );
+    }
 }
