@@ -973,7 +973,8 @@ fn timed(program: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Du
 /// Bash call of a session that exists, against the same process doing
 /// less: `/bin/true` (spawning), `permfs --version` (loading, tracing's
 /// set-up, clap), `permfs hook` on an event that is not JSON (the same
-/// plus reading stdin and printing a deny, no mount I/O).
+/// plus reading stdin and printing a deny, no mount I/O); and the whole
+/// installed command line as the agents run it, through `sh -c`.
 #[test]
 #[ignore = "a measurement; see the comment above"]
 fn measure_the_hooks_own_cost() {
@@ -993,7 +994,24 @@ fn measure_the_hooks_own_cost() {
                        "tool_input": {"command": "echo bench"}, "tool_use_id": "toolu_1"})
     .to_string();
     let no_log = [("PERMFS_LOG", "off")];
-    let cases: [(&str, &Path, &[&str], &str, &[(&str, &str)]); 5] = [
+    // The line `permfs hook install` writes, run as the agents run it
+    // (through a shell): the fail-closed `/bin/sh -c` guard around permfs.
+    let printed = Command::new(permfs)
+        .args([
+            "hook",
+            "--print-config",
+            "claude-code",
+            "--mount",
+            mount.as_str(),
+        ])
+        .output()
+        .expect("print-config runs");
+    let printed: Value = serde_json::from_slice(&printed.stdout).expect("the config is JSON");
+    let line = printed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command line")
+        .to_string();
+    let cases: [(&str, &Path, &[&str], &str, &[(&str, &str)]); 6] = [
         ("/bin/true", Path::new("/bin/true"), &[], "", &[]),
         ("permfs --version", permfs, &["--version"], "", &[]),
         ("permfs hook, stdin not JSON", permfs, &hook_args, "x", &[]),
@@ -1011,6 +1029,13 @@ fn measure_the_hooks_own_cost() {
             &event,
             &no_log,
         ),
+        (
+            "sh -c '<the installed line>', rule-allowed",
+            Path::new("/bin/sh"),
+            &["-c", line.as_str()],
+            &event,
+            &[],
+        ),
     ];
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
     for _ in 0..reps {
@@ -1023,7 +1048,7 @@ fn measure_the_hooks_own_cost() {
         .iter()
         .filter(|l| l["outcome"] == "allow")
         .count();
-    assert_eq!(allowed, 2 * reps, "every measured hook was answered allow");
+    assert_eq!(allowed, 3 * reps, "every measured hook was answered allow");
     for ((name, ..), samples) in cases.iter().zip(samples) {
         let mut sorted = samples.clone();
         sorted.sort();
