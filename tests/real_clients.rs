@@ -969,6 +969,15 @@ fn timed(program: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Du
     start.elapsed()
 }
 
+/// One measured command: its name, program, arguments, stdin, environment.
+type Case<'a> = (
+    &'a str,
+    &'a Path,
+    &'a [&'a str],
+    &'a str,
+    &'a [(&'a str, &'a str)],
+);
+
 /// `permfs hook` from process start to its answer, for a rule-allowed
 /// Bash call of a session that exists, against the same process doing
 /// less: `/bin/true` (spawning), `permfs --version` (loading, tracing's
@@ -1011,7 +1020,7 @@ fn measure_the_hooks_own_cost() {
         .as_str()
         .expect("a command line")
         .to_string();
-    let cases: [(&str, &Path, &[&str], &str, &[(&str, &str)]); 6] = [
+    let cases: [Case; 6] = [
         ("/bin/true", Path::new("/bin/true"), &[], "", &[]),
         ("permfs --version", permfs, &["--version"], "", &[]),
         ("permfs hook, stdin not JSON", permfs, &hook_args, "x", &[]),
