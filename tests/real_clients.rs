@@ -38,7 +38,9 @@ const CONFIG: &str = r#"{"permission": {
   "path_read": {"*": "allow"},
   "path_write": {"*": "allow"},
   "path": "allow",
-  "agent": "allow"
+  "agent": "allow",
+  "spawn_agent": "allow",
+  "wait_agent": "allow"
 }}"#;
 
 /// What `.env` holds in the agent's cwd; it must never reach the model
@@ -367,20 +369,52 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
 
 /// OpenAI Responses: an `exec_command` call while the input has fewer
 /// function call outputs than the script's calls, else the final message.
+/// With `via_subagent`, the main conversation spawns a sub-agent (Codex's
+/// `multi_agent_v1` `spawn_agent`, the task its message), waits for it
+/// (`wait_agent`), then ends; the sub-agent's conversation (its task among
+/// its messages) makes the `exec_command` call.
 fn openai_answer(body: &Value, script: &Script) -> String {
-    let results = body["input"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let items = body["input"].as_array().cloned().unwrap_or_default();
+    let outputs: Vec<&Value> = items
+        .iter()
         .filter(|i| i["type"] == "function_call_output")
-        .count();
-    let item = if results >= script.calls.max(1) {
-        json!({"type": "message", "role": "assistant", "id": "msg_permfs",
-               "content": [{"type": "output_text", "text": "done"}]})
+        .collect();
+    let in_subagent = items
+        .iter()
+        .any(|i| i["type"] == "message" && i.to_string().contains(SUBAGENT_TASK));
+    let call = |namespace: Option<&str>, name: &str, arguments: Value| {
+        let mut item = json!({"type": "function_call", "name": name,
+                              "call_id": format!("call_permfs_{}", outputs.len()),
+                              "arguments": arguments.to_string()});
+        if let Some(namespace) = namespace {
+            item["namespace"] = json!(namespace);
+        }
+        item
+    };
+    let done = json!({"type": "message", "role": "assistant", "id": "msg_permfs",
+                      "content": [{"type": "output_text", "text": "done"}]});
+    let item = if script.via_subagent && !in_subagent {
+        match outputs.as_slice() {
+            [] => call(
+                Some("multi_agent_v1"),
+                "spawn_agent",
+                json!({"message": format!("{SUBAGENT_TASK}: run the command")}),
+            ),
+            [spawned] => {
+                let spawned: Value =
+                    serde_json::from_str(&text_of(&spawned["output"])).unwrap_or(Value::Null);
+                call(
+                    Some("multi_agent_v1"),
+                    "wait_agent",
+                    json!({"targets": [spawned["agent_id"]], "timeout_ms": 120_000}),
+                )
+            }
+            _ => done,
+        }
+    } else if outputs.len() >= script.calls.max(1) {
+        done
     } else {
-        json!({"type": "function_call", "name": "exec_command",
-               "call_id": format!("call_permfs_{results}"),
-               "arguments": json!({"cmd": script.command}).to_string()})
+        call(None, "exec_command", json!({"cmd": script.command}))
     };
     sse(&[
         json!({"type": "response.created", "response": {"id": "resp_permfs"}}),
@@ -885,7 +919,13 @@ fn the_agent_cannot_answer_its_own_ask_or_rewrite_its_hooks() {
 
 #[test]
 fn a_subagents_ask_climbs_from_its_child_session_to_main() {
-    let Some(world) = World::new(Cli::Claude, "cat notes.txt") else {
+    both(a_subagents_ask_climbs);
+}
+
+/// A sub-agent (Claude Code's `Agent`, Codex's `spawn_agent`) runs the
+/// command; its ask waits in main's inbox from the sub-agent's own session.
+fn a_subagents_ask_climbs(cli: Cli) {
+    let Some(world) = World::new(cli, "cat notes.txt") else {
         return;
     };
     std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
@@ -909,11 +949,15 @@ fn a_subagents_ask_climbs_from_its_child_session_to_main() {
         let shown: Value =
             serde_json::from_str(&std::fs::read_to_string(&entry).expect("shown")).expect("JSON");
         let from = shown["from"].as_str().unwrap_or_default().to_string();
-        eprintln!("claude-code: the sub-agent's ask waits in main's inbox, from {from}");
+        eprintln!(
+            "{}: the sub-agent's ask waits in main's inbox, from {from}",
+            cli.name()
+        );
         assert_eq!(
             from.split('/').count(),
             3,
-            "the ask comes from the sub-agent's session main/<session>/<agent>: {shown}"
+            "{}: the ask comes from the sub-agent's session main/<session>/<agent>: {shown}",
+            cli.name()
         );
         assert_eq!(common::hop_sessions(&shown).len(), 3, "{shown}");
         std::fs::write(&entry, "deny ask the parent first").expect("decided");
@@ -923,7 +967,8 @@ fn a_subagents_ask_climbs_from_its_child_session_to_main() {
             results
                 .iter()
                 .any(|r| r.contains("denied by a person at main: ask the parent first")),
-            "the sub-agent's model got the reason: {results:?}\n{}",
+            "{}: the sub-agent's model got the reason: {results:?}\n{}",
+            cli.name(),
             String::from_utf8_lossy(&output.stdout)
         );
         assert!(!world.model.everything().contains("notes-content"));
