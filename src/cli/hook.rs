@@ -510,6 +510,9 @@ impl Client {
     }
 }
 
+/// The buffer an answer is read into at first (it grows for a larger one).
+const ANSWER_CAPACITY: usize = 16 * 1024;
+
 /// The one-descriptor ask: create, write the request, read the answer.
 fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -520,7 +523,10 @@ fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
         .mode(0o600)
         .open(path)?;
     file.write_all(body.as_bytes())?;
-    let mut answer = String::new();
+    // Room for a whole answer up front: from an empty buffer std reads in
+    // growing steps (32, 32, 64, … bytes), each read a round trip to the
+    // daemon; an answer of a few KiB then takes eight reads, not two.
+    let mut answer = String::with_capacity(ANSWER_CAPACITY);
     file.read_to_string(&mut answer)?;
     Ok(answer)
 }

@@ -1,0 +1,1178 @@
+//! The real agent CLIs with permfs's hooks: Claude Code and Codex, as
+//! installed from npm into `target/agent-clis` (`scripts/agent-clis.sh`,
+//! run by `.ci/run`), each driven by a scripted model on 127.0.0.1.
+//!
+//! The model server speaks Anthropic's Messages streaming API (Claude Code,
+//! through `ANTHROPIC_BASE_URL`) and OpenAI's Responses streaming API
+//! (Codex, through a model provider in a scratch `CODEX_HOME`). Its script
+//! is one tool call (a shell command) and then a final text; it records
+//! every request, so each scenario asserts on what reached the model: the
+//! command's output when permfs allowed it, the reason when permfs (or its
+//! fail-closed wrapper) blocked it, and never the secret in `.env` when it
+//! was not allowed.
+//!
+//! The hooks are installed as a person would (`permfs hook install`) into
+//! a scratch `HOME`/`CODEX_HOME`; nothing of the machine's own settings is
+//! read or written. Where a CLI is not installed the tests say so and skip.
+
+mod common;
+
+use common::{eventually, Daemon};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"{"permission": {
+  "*": "ask",
+  "bash": {
+    "*": "ask",
+    "echo *": "allow",
+    "tee ran.txt": "allow",
+    "cat .env": {"action": "deny", "reason": "secrets stay put"}
+  },
+  "path_read": {"*": "allow"},
+  "path_write": {"*": "allow"},
+  "path": "allow",
+  "agent": "allow",
+  "spawn_agent": "allow",
+  "wait_agent": "allow"
+}}"#;
+
+/// What `.env` holds in the agent's cwd; it must never reach the model
+/// unless permfs allowed the read.
+const SECRET: &str = "PERMFS_TEST_SECRET=hunter2";
+
+/// How long one CLI run may take before the test kills it and fails.
+const RUN_DEADLINE: Duration = Duration::from_secs(90);
+
+// ---- the scripted model -------------------------------------------------
+
+/// One request the model server received.
+#[derive(Debug, Clone)]
+struct Recorded {
+    path: String,
+    body: Value,
+}
+
+/// A model on 127.0.0.1 whose every turn is scripted: a tool call running
+/// `command` while the conversation holds no tool result, then "done".
+struct ModelServer {
+    addr: SocketAddr,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    stop: Arc<AtomicBool>,
+    script: Arc<Mutex<Script>>,
+}
+
+/// What the scripted model does.
+#[derive(Debug, Clone, Default)]
+struct Script {
+    /// The shell command of its one tool call.
+    command: String,
+    /// Claude Code only: hand the command to a sub-agent first (an `Agent`
+    /// call whose prompt starts with `SUBAGENT_TASK`; the sub-agent then
+    /// makes the tool call).
+    via_subagent: bool,
+    /// How many tool calls, one after another (the benchmark's runs make
+    /// many; the scenarios one).
+    calls: usize,
+}
+
+/// How the scripted model knows a request is the sub-agent's.
+const SUBAGENT_TASK: &str = "permfs-subagent-task";
+
+impl ModelServer {
+    fn start(command: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a port on 127.0.0.1");
+        let addr = listener.local_addr().expect("its address");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let script = Arc::new(Mutex::new(Script {
+            command: command.to_string(),
+            via_subagent: false,
+            calls: 1,
+        }));
+        let (recorded, stopped, scripted) = (requests.clone(), stop.clone(), script.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let recorded = recorded.clone();
+                let script = scripted.lock().map(|s| s.clone()).unwrap_or_default();
+                std::thread::spawn(move || serve(stream, &recorded, &script));
+            }
+        });
+        Self {
+            addr,
+            requests,
+            stop,
+            script,
+        }
+    }
+
+    /// The command the scripted tool call runs from now on.
+    fn set_command(&self, command: &str) {
+        if let Ok(mut script) = self.script.lock() {
+            script.command = command.to_string();
+        }
+    }
+
+    /// Make `calls` tool calls, one after another, before the final text.
+    fn set_calls(&self, calls: usize) {
+        if let Ok(mut script) = self.script.lock() {
+            script.calls = calls;
+        }
+    }
+
+    /// Claude Code: let a sub-agent make the tool call.
+    fn via_subagent(&self) {
+        if let Ok(mut script) = self.script.lock() {
+            script.via_subagent = true;
+        }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Every tool result the model was sent (Claude Code's `tool_result`
+    /// blocks, Codex's `function_call_output` items), as text.
+    fn tool_results(&self) -> Vec<String> {
+        let mut results = Vec::new();
+        for request in self.requests() {
+            let body = &request.body;
+            for message in body["messages"].as_array().into_iter().flatten() {
+                for block in message["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        results.push(text_of(&block["content"]));
+                    }
+                }
+            }
+            for item in body["input"].as_array().into_iter().flatten() {
+                if item["type"] == "function_call_output" {
+                    results.push(text_of(&item["output"]));
+                }
+            }
+        }
+        results.sort();
+        results.dedup();
+        results
+    }
+
+    /// Everything the model was sent, as one string (for "the secret never
+    /// got there").
+    fn everything(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so that it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// A tool result's content as text: a string, or text blocks.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or_else(|| p.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// Reads one HTTP request (a Content-Length or chunked body), answers it
+/// from the script, and closes the connection.
+fn serve(stream: TcpStream, recorded: &Mutex<Vec<Recorded>>, script: &Script) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header).unwrap_or(0) == 0 {
+            return;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let Some((name, value)) = header.split_once(':') else {
+            continue;
+        };
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap_or(0),
+            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
+            _ => {}
+        }
+    }
+    let body = if chunked {
+        read_chunked(&mut reader)
+    } else {
+        let mut body = vec![0; length];
+        reader
+            .read_exact(&mut body)
+            .map(|_| body)
+            .unwrap_or_default()
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Ok(mut all) = recorded.lock() {
+        all.push(Recorded {
+            path: path.clone(),
+            body: body.clone(),
+        });
+    }
+    let response = if method != "POST" {
+        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
+    } else if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
+        anthropic_answer(&body, script)
+    } else if path.ends_with("/responses") {
+        openai_answer(&body, script)
+    } else {
+        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_string()
+    };
+    let mut out = write_half;
+    let _ = out.write_all(response.as_bytes());
+    let _ = out.flush();
+    let _ = out.shutdown(std::net::Shutdown::Both);
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let mut size = String::new();
+        if reader.read_line(&mut size).unwrap_or(0) == 0 {
+            return body;
+        }
+        let size =
+            usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16).unwrap_or(0);
+        let mut chunk = vec![0; size + 2];
+        if size == 0 || reader.read_exact(&mut chunk).is_err() {
+            return body;
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
+}
+
+/// A server-sent event stream, closed by the connection's end.
+fn sse(events: &[Value]) -> String {
+    let mut text = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+    );
+    for event in events {
+        let kind = event["type"].as_str().unwrap_or("message");
+        text.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
+    }
+    text
+}
+
+/// Anthropic Messages: a tool call while the conversation has no tool
+/// result yet (and the request offers the tool), else the final text. The
+/// call is `Bash`, or with `via_subagent` an `Agent` call in the main
+/// conversation and `Bash` in the sub-agent's.
+fn anthropic_answer(body: &Value, script: &Script) -> String {
+    let offers = |tool: &str| {
+        body["tools"]
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool))
+    };
+    let results = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .count();
+    let has_result = results >= script.calls.max(1);
+    let in_subagent = body["messages"][0].to_string().contains(SUBAGENT_TASK);
+    let call = match (has_result, script.via_subagent && !in_subagent) {
+        (true, _) => None,
+        (false, true) if offers("Agent") => Some((
+            "Agent",
+            json!({"description": "read the notes", "subagent_type": "general-purpose",
+                   "prompt": format!("{SUBAGENT_TASK}: run the command")}),
+        )),
+        (false, false) if offers("Bash") => Some((
+            "Bash",
+            json!({"command": script.command, "description": "the scripted call"}),
+        )),
+        _ => None,
+    };
+    let (block, delta, stop) = if let Some((tool, input)) = call {
+        (
+            json!({"type": "tool_use", "id": format!("toolu_permfs_{tool}_{results}"), "name": tool, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            "tool_use",
+        )
+    } else {
+        (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": "done"}),
+            "end_turn",
+        )
+    };
+    if body["stream"] != true {
+        let text = json!({
+            "id": "msg_permfs", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+            "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}
+        })
+        .to_string();
+        return format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            text.len()
+        );
+    }
+    sse(&[
+        json!({"type": "message_start", "message": {
+            "id": "msg_permfs", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+               "usage": {"output_tokens": 1}}),
+        json!({"type": "message_stop"}),
+    ])
+}
+
+/// OpenAI Responses: an `exec_command` call while the input has fewer
+/// function call outputs than the script's calls, else the final message.
+/// With `via_subagent`, the main conversation spawns a sub-agent (Codex's
+/// `multi_agent_v1` `spawn_agent`, the task its message), waits for it
+/// (`wait_agent`), then ends; the sub-agent's conversation (its task among
+/// its messages) makes the `exec_command` call.
+fn openai_answer(body: &Value, script: &Script) -> String {
+    let items = body["input"].as_array().cloned().unwrap_or_default();
+    let outputs: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .collect();
+    let in_subagent = items
+        .iter()
+        .any(|i| i["type"] == "message" && i.to_string().contains(SUBAGENT_TASK));
+    let call = |namespace: Option<&str>, name: &str, arguments: Value| {
+        let mut item = json!({"type": "function_call", "name": name,
+                              "call_id": format!("call_permfs_{}", outputs.len()),
+                              "arguments": arguments.to_string()});
+        if let Some(namespace) = namespace {
+            item["namespace"] = json!(namespace);
+        }
+        item
+    };
+    let done = json!({"type": "message", "role": "assistant", "id": "msg_permfs",
+                      "content": [{"type": "output_text", "text": "done"}]});
+    let item = if script.via_subagent && !in_subagent {
+        match outputs.as_slice() {
+            [] => call(
+                Some("multi_agent_v1"),
+                "spawn_agent",
+                json!({"message": format!("{SUBAGENT_TASK}: run the command")}),
+            ),
+            [spawned] => {
+                let spawned: Value =
+                    serde_json::from_str(&text_of(&spawned["output"])).unwrap_or(Value::Null);
+                call(
+                    Some("multi_agent_v1"),
+                    "wait_agent",
+                    json!({"targets": [spawned["agent_id"]], "timeout_ms": 120_000}),
+                )
+            }
+            _ => done,
+        }
+    } else if outputs.len() >= script.calls.max(1) {
+        done
+    } else {
+        call(None, "exec_command", json!({"cmd": script.command}))
+    };
+    sse(&[
+        json!({"type": "response.created", "response": {"id": "resp_permfs"}}),
+        json!({"type": "response.output_item.done", "item": item}),
+        json!({"type": "response.completed", "response": {"id": "resp_permfs", "usage": {
+            "input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
+            "output_tokens_details": null, "total_tokens": 2}}}),
+    ])
+}
+
+// ---- the CLIs -----------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cli {
+    Claude,
+    Codex,
+}
+
+impl Cli {
+    fn name(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude-code",
+            Cli::Codex => "codex",
+        }
+    }
+
+    fn program(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude",
+            Cli::Codex => "codex",
+        }
+    }
+}
+
+/// Where `scripts/agent-clis.sh` installs the CLIs (`$PERMFS_AGENT_CLIS`
+/// names another install).
+fn clis_dir() -> PathBuf {
+    std::env::var_os("PERMFS_AGENT_CLIS")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"))
+}
+
+/// The CLI's binary when it is installed and runs here; `None` with the
+/// reason printed (the test then skips).
+fn installed(cli: Cli) -> Option<PathBuf> {
+    let binary = clis_dir().join("node_modules/.bin").join(cli.program());
+    let runs = Command::new(&binary)
+        .arg("--version")
+        .env("PATH", search_path())
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        eprintln!(
+            "skipped: {} does not run ({}); install the CLIs with `scripts/agent-clis.sh {}` (.ci/run does), Codex's launcher needs node",
+            binary.display(),
+            cli.name(),
+            clis_dir().display()
+        );
+        return None;
+    }
+    Some(binary)
+}
+
+/// The PATH the CLIs run with: the system's directories, with node's first
+/// (`$PERMFS_TEST_NODE_DIR`, else wherever `node` is now).
+fn search_path() -> String {
+    let mut dirs: Vec<String> = Vec::new();
+    if let Some(dir) = std::env::var_os("PERMFS_TEST_NODE_DIR").filter(|d| !d.is_empty()) {
+        dirs.push(dir.to_string_lossy().into_owned());
+    }
+    if let Some(node) = std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).find(|dir| dir.join("node").is_file()))
+    {
+        dirs.push(node.to_string_lossy().into_owned());
+    }
+    dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(String::from));
+    dirs.join(":")
+}
+
+/// One agent run's world: a permfs mount whose root session's cwd holds
+/// `.env`, a scripted model, and a scratch home with the hooks installed.
+struct World {
+    cli: Cli,
+    binary: PathBuf,
+    daemon: Daemon,
+    model: ModelServer,
+    home: tempfile::TempDir,
+    /// The permfs binary the hooks name (the build's, or a copy).
+    permfs: PathBuf,
+}
+
+impl World {
+    /// A world whose model runs `command`; `None` when the CLI is missing.
+    fn new(cli: Cli, command: &str) -> Option<Self> {
+        let binary = installed(cli)?;
+        let daemon = Daemon::start(CONFIG, None);
+        std::fs::write(daemon.dir.path().join("work/.env"), format!("{SECRET}\n"))
+            .expect(".env written");
+        let model = ModelServer::start(command);
+        let home = tempfile::tempdir().expect("scratch home");
+        let world = Self {
+            cli,
+            binary,
+            daemon,
+            model,
+            home,
+            permfs: PathBuf::from(env!("CARGO_BIN_EXE_permfs")),
+        };
+        world.configure();
+        Some(world)
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.daemon.dir.path().join("work")
+    }
+
+    fn codex_home(&self) -> PathBuf {
+        self.home.path().join("codex-home")
+    }
+
+    /// The CLI's own settings: Codex's model provider pointing at the
+    /// scripted model. (Claude Code takes it from the environment.)
+    fn configure(&self) {
+        if self.cli == Cli::Codex {
+            std::fs::create_dir_all(self.codex_home()).expect("CODEX_HOME");
+            let config = format!(
+                "model = \"permfs-scripted\"\nmodel_provider = \"scripted\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+                self.model.base_url()
+            );
+            std::fs::write(self.codex_home().join("config.toml"), config).expect("config.toml");
+        }
+    }
+
+    /// `permfs hook install <cli> --mount …`, as a person would, run by
+    /// the binary the hooks will name.
+    fn install_hooks(&self) {
+        let output = Command::new(&self.permfs)
+            .args(["hook", "install", self.cli.name(), "--mount"])
+            .arg(&self.daemon.mountpoint)
+            .env("HOME", self.home.path())
+            .env("CODEX_HOME", self.codex_home())
+            .output()
+            .expect("permfs hook install runs");
+        assert!(
+            output.status.success(),
+            "permfs hook install {} failed: {}",
+            self.cli.name(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Makes the hooks name a copy of permfs (`install_hooks` after this
+    /// writes the copy's path), so that the test can take it away.
+    fn use_a_copy_of_permfs(&mut self) -> PathBuf {
+        let copy = self.home.path().join("bin/permfs");
+        std::fs::create_dir_all(self.home.path().join("bin")).expect("bin dir");
+        std::fs::copy(env!("CARGO_BIN_EXE_permfs"), &copy).expect("permfs copied");
+        self.permfs = copy.clone();
+        copy
+    }
+
+    /// The CLI's command line for one non-interactive prompt.
+    fn command(&self, prompt: &str) -> Command {
+        let mut command = Command::new(&self.binary);
+        command
+            .env_clear()
+            .env("PATH", search_path())
+            .env("HOME", self.home.path())
+            .env("LANG", "C.UTF-8")
+            .current_dir(self.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match self.cli {
+            Cli::Claude => {
+                command
+                    .env("ANTHROPIC_BASE_URL", self.model.base_url())
+                    .env("ANTHROPIC_API_KEY", "dummy")
+                    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                    .env("DISABLE_AUTOUPDATER", "1")
+                    .args(["-p", prompt, "--output-format", "json"]);
+            }
+            Cli::Codex => {
+                // The sandbox is off so that what runs is what permfs
+                // allowed; trust is bypassed per run (the hooks are
+                // permfs's own, just installed).
+                command.env("CODEX_HOME", self.codex_home()).args([
+                    "exec",
+                    "--skip-git-repo-check",
+                    "--sandbox",
+                    "danger-full-access",
+                    "--dangerously-bypass-hook-trust",
+                    prompt,
+                ]);
+            }
+        }
+        command
+    }
+
+    /// Runs the CLI on `prompt` to its end (killing it past the deadline).
+    fn run(&self, prompt: &str) -> Output {
+        use std::os::unix::process::CommandExt;
+        let mut command = self.command(prompt);
+        command.process_group(0);
+        let child = command.spawn().expect("the CLI starts");
+        let pid = child.id() as i32;
+        let done = Arc::new(AtomicBool::new(false));
+        let watchdog = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + RUN_DEADLINE;
+                while Instant::now() < deadline {
+                    if done.load(Ordering::SeqCst) {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                // SAFETY: the process group this test started.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                true
+            })
+        };
+        let output = child.wait_with_output().expect("the CLI ends");
+        done.store(true, Ordering::SeqCst);
+        let killed = watchdog.join().unwrap_or(false);
+        assert!(
+            !killed,
+            "{} did not finish within {RUN_DEADLINE:?}",
+            self.cli.name()
+        );
+        output
+    }
+
+    /// The one tool result the model got, with the run's output for context.
+    fn tool_result(&self, output: &Output) -> String {
+        let results = self.model.tool_results();
+        assert_eq!(
+            results.len(),
+            1,
+            "{}: one tool result reached the model; got {results:?}\nrequests: {:?}\nstdout: {}\nstderr: {}",
+            self.cli.name(),
+            self.model.requests().iter().map(|r| &r.path).collect::<Vec<_>>(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprintln!("{}: the model got: {}", self.cli.name(), results[0]);
+        results[0].clone()
+    }
+
+    /// The secret never reached the model.
+    fn assert_secret_kept(&self) {
+        assert!(
+            !self.model.everything().contains("hunter2"),
+            "{}: the secret reached the model",
+            self.cli.name()
+        );
+    }
+}
+
+/// Runs `scenario` for Claude Code and then Codex, each where installed.
+fn both(scenario: impl Fn(Cli)) {
+    for cli in [Cli::Claude, Cli::Codex] {
+        scenario(cli);
+    }
+}
+
+// ---- scenarios ----------------------------------------------------------
+
+#[test]
+fn a_rule_denied_command_is_blocked_with_its_reason() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat .env") else {
+            return;
+        };
+        world.install_hooks();
+        let output = world.run("show me .env");
+        let result = world.tool_result(&output);
+        assert!(
+            result.contains("secrets stay put") && result.contains("rule bash \"cat .env\""),
+            "{}: the model got the rule's reason: {result}",
+            cli.name()
+        );
+        world.assert_secret_kept();
+        let line = world
+            .daemon
+            .audit_lines()
+            .into_iter()
+            .find(|l| l["outcome"] == "deny")
+            .expect("the deny is audited");
+        assert_eq!(line["decidedBy"]["pattern"], "cat .env");
+    });
+}
+
+#[test]
+fn a_rule_allowed_command_runs_and_its_output_reaches_the_model() {
+    // Claude Code on its own asks before `tee` writes a file (and `-p`
+    // then refuses); permfs's allow is what lets it run.
+    both(|cli| {
+        let Some(world) = World::new(cli, "echo permfs-let-it-run | tee ran.txt") else {
+            return;
+        };
+        world.install_hooks();
+        let output = world.run("say something");
+        let result = world.tool_result(&output);
+        assert!(
+            result.contains("permfs-let-it-run") && !result.contains("echo permfs"),
+            "{}: the command's output reached the model: {result}",
+            cli.name()
+        );
+        let written = std::fs::read_to_string(world.cwd().join("ran.txt")).unwrap_or_default();
+        assert_eq!(written.trim(), "permfs-let-it-run", "{}", cli.name());
+        let line = world
+            .daemon
+            .audit_lines()
+            .into_iter()
+            .find(|l| l["outcome"] == "allow")
+            .expect("the allow is audited");
+        assert_eq!(line["decidedBy"]["kind"], "rule", "{line}");
+    });
+}
+
+#[test]
+fn a_missing_permfs_binary_blocks_the_call() {
+    both(|cli| {
+        let Some(mut world) = World::new(cli, "cat .env") else {
+            return;
+        };
+        let copy = world.use_a_copy_of_permfs();
+        world.install_hooks();
+        std::fs::remove_file(&copy).expect("the copy removed");
+        let output = world.run("show me .env");
+        let result = world.tool_result(&output);
+        assert!(
+            result.contains("permfs hook failed (exit status 127"),
+            "{}: the model was told the hook failed: {result}",
+            cli.name()
+        );
+        world.assert_secret_kept();
+    });
+}
+
+#[test]
+fn an_absent_mount_blocks_the_call() {
+    both(|cli| {
+        let Some(mut world) = World::new(cli, "cat .env") else {
+            return;
+        };
+        world.install_hooks();
+        world.daemon.stop();
+        eventually("the mount is gone", || {
+            !common::is_mounted(&world.daemon.mountpoint)
+        });
+        let output = world.run("show me .env");
+        let result = world.tool_result(&output);
+        assert!(
+            result.contains("permfs")
+                && result.contains(&*world.daemon.mountpoint.to_string_lossy()),
+            "{}: the model was told the mount is not there: {result}",
+            cli.name()
+        );
+        world.assert_secret_kept();
+    });
+}
+
+/// Runs the CLI on a command the rules leave to a person, waits for the
+/// ask in main's inbox, hands the inbox entry to `meanwhile`, and returns
+/// what the model got.
+fn while_it_waits(world: &World, meanwhile: impl FnOnce(&Path)) -> String {
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| world.run("read my notes"));
+        let inbox = world.daemon.session("main").join("inbox");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let entry = loop {
+            if let Some(entry) = world.daemon.inbox("main").into_iter().next() {
+                break Some(inbox.join(entry));
+            }
+            if run.is_finished() || Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let entry = entry.unwrap_or_else(|| {
+            panic!(
+                "{}: no ask reached main's inbox; the model got {:?}",
+                world.cli.name(),
+                world.model.tool_results()
+            )
+        });
+        let shown = std::fs::read_to_string(&entry).expect("the ask is shown");
+        assert!(shown.contains("cat notes.txt"), "{shown}");
+        meanwhile(&entry);
+        let output = run.join().expect("the run ends");
+        world.tool_result(&output)
+    })
+}
+
+/// The same, deciding the ask with `decision` written into its entry.
+fn decided_in_main_inbox(world: &World, decision: &str) -> String {
+    while_it_waits(world, |entry| {
+        std::fs::write(entry, decision).expect("decided");
+    })
+}
+
+#[test]
+fn an_ask_waits_in_main_inbox_and_a_deny_with_a_reason_blocks() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat notes.txt") else {
+            return;
+        };
+        std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+        world.install_hooks();
+        let result = decided_in_main_inbox(&world, "deny not before lunch");
+        assert!(
+            result.contains("not before lunch") && !result.contains("notes-content"),
+            "{}: the person's reason reached the model: {result}",
+            cli.name()
+        );
+    });
+}
+
+#[test]
+fn an_ask_waits_in_main_inbox_and_an_allow_runs_it() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat notes.txt") else {
+            return;
+        };
+        std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+        world.install_hooks();
+        let result = decided_in_main_inbox(&world, "allow");
+        assert!(
+            result.contains("notes-content"),
+            "{}: the file's content reached the model: {result}",
+            cli.name()
+        );
+    });
+}
+
+#[test]
+fn a_daemon_killed_while_the_ask_waits_blocks_the_call() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat notes.txt") else {
+            return;
+        };
+        std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+        world.install_hooks();
+        let result = while_it_waits(&world, |_| {
+            // SAFETY: the daemon is this test's own child.
+            unsafe { libc::kill(world.daemon.pid() as i32, libc::SIGKILL) };
+        });
+        assert!(
+            result.contains("permfs") && !result.contains("notes-content"),
+            "{}: the call was blocked with permfs's reason: {result}",
+            cli.name()
+        );
+    });
+}
+
+#[test]
+fn the_agent_cannot_answer_its_own_ask_or_rewrite_its_hooks() {
+    both(|cli| {
+        for target in ["inbox", "settings"] {
+            let Some(world) = World::new(cli, "true") else {
+                return;
+            };
+            let (command, file) = match target {
+                "inbox" => {
+                    let file = world.daemon.session("main").join("inbox/forged");
+                    (format!("echo allow > {}", file.display()), file)
+                }
+                _ => {
+                    // The project's own hook settings, which the agent
+                    // would read at its next start.
+                    let settings = match cli {
+                        Cli::Claude => ".claude/settings.json",
+                        Cli::Codex => ".codex/hooks.json",
+                    };
+                    let file = world.cwd().join(settings);
+                    std::fs::create_dir_all(file.parent().expect("a folder")).expect("folder");
+                    (format!("echo {{}} > {settings}"), file)
+                }
+            };
+            world.model.set_command(&command);
+            world.install_hooks();
+            let output = world.run("approve yourself");
+            let result = world.tool_result(&output);
+            assert!(
+                result.contains("(builtin)")
+                    && result.contains("may not write to its own permission authority"),
+                "{} ({target}): the write was denied by a built-in guard: {result}",
+                cli.name()
+            );
+            assert!(
+                !file.exists(),
+                "{} ({target}): nothing was written",
+                cli.name()
+            );
+        }
+    });
+}
+
+#[test]
+fn a_subagents_ask_climbs_from_its_child_session_to_main() {
+    both(a_subagents_ask_climbs);
+}
+
+/// A sub-agent (Claude Code's `Agent`, Codex's `spawn_agent`) runs the
+/// command; its ask waits in main's inbox from the sub-agent's own session.
+fn a_subagents_ask_climbs(cli: Cli) {
+    let Some(world) = World::new(cli, "cat notes.txt") else {
+        return;
+    };
+    std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+    world.model.via_subagent();
+    world.install_hooks();
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| world.run("delegate it"));
+        let main = world.daemon.session("main");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let entry = loop {
+            if let Some(entry) = world.daemon.inbox("main").into_iter().next() {
+                break main.join("inbox").join(entry);
+            }
+            assert!(
+                !run.is_finished() && Instant::now() < deadline,
+                "no ask reached main's inbox; the model got {:?}",
+                world.model.tool_results()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let shown: Value =
+            serde_json::from_str(&std::fs::read_to_string(&entry).expect("shown")).expect("JSON");
+        let from = shown["from"].as_str().unwrap_or_default().to_string();
+        eprintln!(
+            "{}: the sub-agent's ask waits in main's inbox, from {from}",
+            cli.name()
+        );
+        assert_eq!(
+            from.split('/').count(),
+            3,
+            "{}: the ask comes from the sub-agent's session main/<session>/<agent>: {shown}",
+            cli.name()
+        );
+        assert_eq!(common::hop_sessions(&shown).len(), 3, "{shown}");
+        std::fs::write(&entry, "deny ask the parent first").expect("decided");
+        let output = run.join().expect("the run ends");
+        let results = world.model.tool_results();
+        assert!(
+            results
+                .iter()
+                .any(|r| r.contains("denied by a person at main: ask the parent first")),
+            "{}: the sub-agent's model got the reason: {results:?}\n{}",
+            cli.name(),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert!(!world.model.everything().contains("notes-content"));
+    });
+}
+
+// ---- what the hook costs (measurements, run by hand) ----------------------
+//
+// cargo test --release --test real_clients -- --ignored --nocapture --test-threads 1
+// (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts.)
+
+fn bench_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs `program args` with `stdin`, returns the wall time from spawn to exit.
+fn timed(program: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Duration {
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    let _ = child.wait();
+    start.elapsed()
+}
+
+/// One measured command: its name, program, arguments, stdin, environment.
+type Case<'a> = (
+    &'a str,
+    &'a Path,
+    &'a [&'a str],
+    &'a str,
+    &'a [(&'a str, &'a str)],
+);
+
+/// `permfs hook` from process start to its answer, for a rule-allowed
+/// Bash call of a session that exists, against the same process doing
+/// less: `/bin/true` (spawning), `permfs --version` (loading, tracing's
+/// set-up, clap), `permfs hook` on an event that is not JSON (the same
+/// plus reading stdin and printing a deny, no mount I/O); and the whole
+/// installed command line as the agents run it, through `sh -c`.
+#[test]
+#[ignore = "a measurement; see the comment above"]
+fn measure_the_hooks_own_cost() {
+    let reps = bench_count("PERMFS_BENCH_REPS", 200);
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = daemon.dir.path().join("work");
+    let cwd = cwd.to_string_lossy();
+    let permfs = Path::new(env!("CARGO_BIN_EXE_permfs"));
+    let mount = daemon.mountpoint.to_string_lossy().into_owned();
+    let hook_args = ["hook", "--agent", "claude-code", "--mount", mount.as_str()];
+    let start = json!({"session_id": "bench", "cwd": cwd, "hook_event_name": "SessionStart",
+                       "source": "startup"});
+    timed(permfs, &hook_args, &start.to_string(), &[]);
+    assert!(daemon.session("main/bench").join("session.json").exists());
+    let event = json!({"session_id": "bench", "cwd": cwd, "permission_mode": "default",
+                       "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                       "tool_input": {"command": "echo bench"}, "tool_use_id": "toolu_1"})
+    .to_string();
+    let no_log = [("PERMFS_LOG", "off")];
+    // The line `permfs hook install` writes, run as the agents run it
+    // (through a shell): the fail-closed `/bin/sh -c` guard around permfs.
+    let printed = Command::new(permfs)
+        .args([
+            "hook",
+            "--print-config",
+            "claude-code",
+            "--mount",
+            mount.as_str(),
+        ])
+        .output()
+        .expect("print-config runs");
+    let printed: Value = serde_json::from_slice(&printed.stdout).expect("the config is JSON");
+    let line = printed["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command line")
+        .to_string();
+    let cases: [Case; 6] = [
+        ("/bin/true", Path::new("/bin/true"), &[], "", &[]),
+        ("permfs --version", permfs, &["--version"], "", &[]),
+        ("permfs hook, stdin not JSON", permfs, &hook_args, "x", &[]),
+        (
+            "permfs hook, rule-allowed Bash",
+            permfs,
+            &hook_args,
+            &event,
+            &[],
+        ),
+        (
+            "permfs hook, rule-allowed, PERMFS_LOG=off",
+            permfs,
+            &hook_args,
+            &event,
+            &no_log,
+        ),
+        (
+            "sh -c '<the installed line>', rule-allowed",
+            Path::new("/bin/sh"),
+            &["-c", line.as_str()],
+            &event,
+            &[],
+        ),
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
+    for _ in 0..reps {
+        for (i, (_, program, args, stdin, env)) in cases.iter().enumerate() {
+            samples[i].push(timed(program, args, stdin, env));
+        }
+    }
+    let allowed = daemon
+        .audit_lines()
+        .iter()
+        .filter(|l| l["outcome"] == "allow")
+        .count();
+    assert_eq!(allowed, 3 * reps, "every measured hook was answered allow");
+    for ((name, ..), samples) in cases.iter().zip(samples) {
+        let mut sorted = samples.clone();
+        sorted.sort();
+        let p90 = sorted[sorted.len() * 9 / 10];
+        println!(
+            "hook cost: {name:45} median {:7.3} ms  p90 {:7.3} ms  ({reps} runs)",
+            ms(median(samples)),
+            ms(p90)
+        );
+    }
+}
+
+/// The same scripted run (`PERMFS_BENCH_CALLS` rule-allowed `echo` calls)
+/// with permfs's hooks and without, interleaved, `PERMFS_BENCH_REPS` times
+/// each; prints the medians and the difference per tool call.
+#[test]
+#[ignore = "a measurement; see the comment above"]
+fn measure_the_client_seen_overhead() {
+    let reps = bench_count("PERMFS_BENCH_REPS", 10);
+    let calls = bench_count("PERMFS_BENCH_CALLS", 10);
+    for cli in [Cli::Claude, Cli::Codex] {
+        let (Some(hooked), Some(plain)) =
+            (World::new(cli, "echo bench"), World::new(cli, "echo bench"))
+        else {
+            continue;
+        };
+        hooked.install_hooks();
+        for world in [&hooked, &plain] {
+            world.model.set_calls(calls);
+            world.run("warm up");
+        }
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for rep in 0..reps {
+            let order = if rep % 2 == 0 {
+                [(&hooked, true), (&plain, false)]
+            } else {
+                [(&plain, false), (&hooked, true)]
+            };
+            for (world, hooks) in order {
+                let start = Instant::now();
+                let output = world.run("bench");
+                let took = start.elapsed();
+                assert!(output.status.success(), "{output:?}");
+                if hooks {
+                    with.push(took);
+                } else {
+                    without.push(took);
+                }
+            }
+        }
+        let allowed = hooked
+            .daemon
+            .audit_lines()
+            .iter()
+            .filter(|l| l["outcome"] == "allow")
+            .count();
+        assert_eq!(
+            allowed,
+            (reps + 1) * calls,
+            "every call went through permfs"
+        );
+        let (with, without) = (median(with), median(without));
+        println!(
+            "client-seen: {:11} {calls} rule-allowed calls per run, {reps} runs each: with hooks {:8.1} ms, without {:8.1} ms, difference {:7.1} ms ({:5.2} ms per call, ratio {:.3})",
+            cli.name(),
+            ms(with),
+            ms(without),
+            ms(with) - ms(without),
+            (ms(with) - ms(without)) / calls as f64,
+            ms(with) / ms(without)
+        );
+    }
+}
