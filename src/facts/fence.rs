@@ -413,6 +413,14 @@ pub fn asker_view() -> AskerView {
 fn open_process_root(pid: u32) -> Result<Option<AskerRoot>, String> {
     use nix::fcntl::{openat, readlinkat, OFlag, AT_FDCWD};
     let daemon = daemon_namespace().ok_or("the daemon's own mount namespace is unreadable")?;
+    // Most asks come from the daemon's own namespace: one readlink tells,
+    // with no descriptor to open and close (a process that is gone or
+    // changes namespace meanwhile is caught by the checked path below).
+    if let Ok(quick) = readlinkat(AT_FDCWD, format!("/proc/{pid}/ns/mnt").as_str()) {
+        if &PathBuf::from(quick) == daemon {
+            return Ok(None);
+        }
+    }
     let dir_flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let mode = nix::sys::stat::Mode::empty();
     let proc_dir = openat(AT_FDCWD, format!("/proc/{pid}").as_str(), dir_flags, mode)

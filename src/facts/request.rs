@@ -6,7 +6,7 @@
 //! are fixed here, at the asking session, with its cwd.
 
 use super::access_path::{AccessPath, CanonicalCwd, CwdCache};
-use super::bash::{bash_paths, UNDERSTOOD_ONLY_IN_PART, UNRESOLVED_WRITE};
+use super::bash::{bash_paths, bash_targets, UNDERSTOOD_ONLY_IN_PART, UNRESOLVED_WRITE};
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{absolute_cwd, home_dir};
 use serde::Deserialize;
@@ -688,7 +688,12 @@ impl Requester {
         if command.trim().is_empty() {
             return (Vec::new(), None, Vec::new());
         }
-        let Some(paths) = bash_paths(command, &self.cwd, &self.canonical_cwd, &self.home) else {
+        let paths = if gates {
+            bash_paths(command, &self.cwd, &self.canonical_cwd, &self.home)
+        } else {
+            bash_targets(command, &self.cwd, &self.canonical_cwd, &self.home)
+        };
+        let Some(paths) = paths else {
             return (Vec::new(), None, Vec::new());
         };
         let mut intents = Vec::with_capacity(

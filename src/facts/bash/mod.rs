@@ -17,7 +17,7 @@ pub use enumerate::{
     Enumeration, UnitRole, ENVIRONMENT_PREFIX, INDIRECTION_WRAPPER, OPAQUE_WRAPPER,
     UNDERSTOOD_ONLY_IN_PART, UNPARSEABLE_COMMAND, UNPARSED_SUBTREE, UNRESOLVED_WRITE, UNSEEN_CODE,
 };
-pub use paths::{bash_paths, BashPaths, RuleWord, Target};
+pub use paths::{bash_paths, bash_targets, BashPaths, RuleWord, Target};
 
 use crate::facts::memo::TextMemo;
 use std::cell::RefCell;

@@ -118,7 +118,24 @@ pub fn bash_paths(
     let words = super::reading(command).words?;
     Some(memo::bash_paths(
         || memo::key(&[command, cwd, canonical_cwd.get(), home]),
-        || Arc::new(project(&words, cwd, canonical_cwd, home)),
+        || Arc::new(project(&words, cwd, canonical_cwd, home, true)),
+    ))
+}
+
+/// [`bash_paths`] without the path words of the two bash path gates: only
+/// what the line reads and writes, its floors and its spellings. For a
+/// `{surface: bash}` ask, which judges no path word; it looks at the
+/// filesystem only for a target's canonical form and a glob.
+pub fn bash_targets(
+    command: &str,
+    cwd: &str,
+    canonical_cwd: &CanonicalCwd,
+    home: &str,
+) -> Option<Arc<BashPaths>> {
+    let words = super::reading(command).words?;
+    Some(memo::bash_paths(
+        || memo::key(&["targets", command, cwd, canonical_cwd.get(), home]),
+        || Arc::new(project(&words, cwd, canonical_cwd, home, false)),
     ))
 }
 
@@ -183,7 +200,13 @@ impl Words {
 /// At most this many commands of a line are spelled with absolute paths.
 const MAX_SPELLINGS: usize = 32;
 
-fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -> BashPaths {
+fn project(
+    words: &Words,
+    cwd: &str,
+    canonical_cwd: &CanonicalCwd,
+    home: &str,
+    path_words: bool,
+) -> BashPaths {
     let mut out = BashPaths {
         not_understood: words.not_understood.clone(),
         ..BashPaths::default()
@@ -220,6 +243,9 @@ fn project(words: &Words, cwd: &str, canonical_cwd: &CanonicalCwd, home: &str) -
         let token = braced.as_deref().unwrap_or(word.token.as_str());
         if word.access != Access::Path {
             project_target(word, token, cwd, canonical_cwd, home, &mut out);
+            continue;
+        }
+        if !path_words {
             continue;
         }
         if reject_non_path_token(token) {
