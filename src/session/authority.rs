@@ -221,7 +221,7 @@ fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
 /// same two cores: during a release of 10,000, chunks of 64 let an
 /// unrelated ask wait over 20 ms about 4 times a round, chunks of 4 about
 /// once in 9 rounds, and the release took as long (BENCHMARKS.md section
-/// 16).
+/// 16, in its git history).
 pub(super) const RELEASE_CHUNK: usize = 4;
 
 /// The audit log refused a batch of answers: they were denied instead.

@@ -409,7 +409,7 @@ pub const TRIM_AFTER_ANSWERS: usize = 1000;
 /// lines, the asks it ended) that glibc's malloc keeps between live
 /// blocks. So: the tables are shrunk to what they hold, and the free pages
 /// go back to the system (measured by `scripts/bench/soak.py`,
-/// BENCHMARKS.md section 12).
+/// BENCHMARKS.md section 12 in its git history).
 pub(super) fn after_release(state: &std::sync::Mutex<State>, answers: usize) {
     if answers < TRIM_AFTER_ANSWERS {
         return;
@@ -453,7 +453,7 @@ pub(super) fn trim_when_idle(state: &mut State, now: Instant) {
 /// that outlive each release are spread over several heaps and pin pages
 /// in each, which `malloc_trim` cannot return: over the 20-round soak the
 /// RSS ended 1.38x its level after round 1 with the default arenas, 1.11x
-/// with one (BENCHMARKS.md section 12). Small allocations still go
+/// with one (BENCHMARKS.md section 12, in its git history). Small allocations still go
 /// through each thread's cache without the arena lock.
 pub fn one_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
