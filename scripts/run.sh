@@ -19,7 +19,7 @@ mkdir -p mount
 # config/ read-only (with .permfs/, .pi/, .claude/, .codex/), and an agent's
 # write to it is denied by a final guard; project layers count for `allow`
 # only once trusted: `permfs trust DIR`.
-# The first release build takes about a minute (`--profile dist` is the
+# The first release build takes two to three minutes (`--profile dist` is the
 # slower, faster-running build to ship).
-[ -x target/release/permfs ] || echo "permfs: building the release binary (about a minute the first time)..." >&2
+[ -x target/release/permfs ] || echo "permfs: building the release binary (a few minutes the first time)..." >&2
 exec cargo run --release --quiet -- mount ./mount --config config/permfs.json "$@"
