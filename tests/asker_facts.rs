@@ -7,25 +7,11 @@
 
 mod common;
 
-use common::Daemon;
+use common::{bwrap_works, Daemon};
 use std::process::{Command, Stdio};
 
 /// Reads are allowed, but not under `/etc`.
 const CONFIG: &str = r#"{"permission": {"*": "ask", "read": "allow", "path_read": {"*": "allow", "/etc/*": "deny"}, "external_directory": "allow"}}"#;
-
-fn bwrap_works() -> bool {
-    let works = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
-        .args(["--unshare-pid", "--", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !works {
-        eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
-    }
-    works
-}
 
 #[test]
 fn a_sandboxs_links_are_followed_in_its_own_namespace() {

@@ -8,27 +8,12 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{bwrap_works, eventually, Daemon};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}"#;
-
-/// Whether bwrap can make a sandbox here; prints why not when it cannot.
-fn bwrap_works() -> bool {
-    let works = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
-        .args(["--unshare-pid", "--", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !works {
-        eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
-    }
-    works
-}
 
 /// A daemon to run sandboxes against, or `None` (said why) without bwrap.
 fn daemon_with_bwrap() -> Option<Daemon> {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{bwrap_works, eventually, Daemon};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -245,21 +245,6 @@ fn resolve_and_check_config_say_what_the_daemon_would() {
     ]);
     assert!(trusted.status.success(), "{trusted:?}");
     assert_eq!(resolve(true)["state"], "allow", "trusted now");
-}
-
-/// Whether bwrap can make a sandbox here; prints why not when it cannot.
-fn bwrap_works() -> bool {
-    let works = Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
-        .args(["--unshare-pid", "--", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !works {
-        eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
-    }
-    works
 }
 
 #[test]

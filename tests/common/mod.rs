@@ -267,3 +267,19 @@ pub fn runs(program: &str, arg: &str, missing: &str) -> bool {
     }
     found
 }
+
+/// Whether bwrap can make a sandbox here; prints why not when it cannot.
+#[allow(dead_code)] // not every test binary starts a sandbox
+pub fn bwrap_works() -> bool {
+    let works = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"])
+        .args(["--unshare-pid", "--", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !works {
+        eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
+    }
+    works
+}
