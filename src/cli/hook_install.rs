@@ -26,19 +26,27 @@ pub enum Scope {
     Project,
 }
 
+/// Which settings a command works on: the user's, the project's in
+/// `--dir`, or (for `check` without either) both.
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
-    #[arg(value_enum)]
-    pub agent: AgentKind,
-    /// Write the user's settings (the default).
+pub struct Where {
+    /// The user's settings (install's default).
     #[arg(long, conflicts_with = "project")]
     pub user: bool,
-    /// Write the project's settings, in --dir (default: the current directory).
+    /// The project's settings, in --dir (default: the current directory).
     #[arg(long)]
     pub project: bool,
     /// The project directory for --project.
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    #[arg(value_enum)]
+    pub agent: AgentKind,
+    #[command(flatten)]
+    pub place: Where,
     /// The permfs mount the hook asks (default: $PERMFS_MOUNT); written
     /// into the command, so the agent needs no environment.
     #[arg(long)]
@@ -52,15 +60,8 @@ pub struct InstallArgs {
 pub struct CheckArgs {
     #[arg(value_enum)]
     pub agent: AgentKind,
-    /// Check the user's settings only.
-    #[arg(long, conflicts_with = "project")]
-    pub user: bool,
-    /// Check the project's settings only (in --dir, default the current directory).
-    #[arg(long)]
-    pub project: bool,
-    /// The project directory.
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub place: Where,
 }
 
 fn home() -> Result<PathBuf, String> {
@@ -171,12 +172,12 @@ pub fn install(args: InstallArgs) -> i32 {
 }
 
 fn try_install(args: &InstallArgs) -> Result<String, String> {
-    let scope = if args.project {
+    let scope = if args.place.project {
         Scope::Project
     } else {
         Scope::User
     };
-    let path = settings_path(args.agent, scope, args.dir.as_deref())?;
+    let path = settings_path(args.agent, scope, args.place.dir.as_deref())?;
     let binary = running_binary()?;
     let mount = args.mount.clone().or_else(|| {
         std::env::var_os("PERMFS_MOUNT")
@@ -240,7 +241,7 @@ fn try_install(args: &InstallArgs) -> Result<String, String> {
 }
 
 pub fn check(args: CheckArgs) -> i32 {
-    let scopes: &[Scope] = match (args.user, args.project) {
+    let scopes: &[Scope] = match (args.place.user, args.place.project) {
         (true, _) => &[Scope::User],
         (_, true) => &[Scope::Project],
         _ => &[Scope::User, Scope::Project],
@@ -248,7 +249,7 @@ pub fn check(args: CheckArgs) -> i32 {
     let mut found = false;
     let mut problems = 0;
     for scope in scopes {
-        let path = match settings_path(args.agent, *scope, args.dir.as_deref()) {
+        let path = match settings_path(args.agent, *scope, args.place.dir.as_deref()) {
             Ok(path) => path,
             Err(reason) => {
                 println!("?? {reason}");

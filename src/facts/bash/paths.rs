@@ -115,11 +115,7 @@ pub fn bash_paths(
     canonical_cwd: &CanonicalCwd,
     home: &str,
 ) -> Option<Arc<BashPaths>> {
-    let words = super::reading(command).words?;
-    Some(memo::bash_paths(
-        || memo::key(&[command, cwd, canonical_cwd.get(), home]),
-        || Arc::new(project(&words, cwd, canonical_cwd, home, true)),
-    ))
+    read_paths(command, cwd, canonical_cwd, home, true)
 }
 
 /// [`bash_paths`] without the path words of the two bash path gates: only
@@ -132,10 +128,21 @@ pub fn bash_targets(
     canonical_cwd: &CanonicalCwd,
     home: &str,
 ) -> Option<Arc<BashPaths>> {
+    read_paths(command, cwd, canonical_cwd, home, false)
+}
+
+fn read_paths(
+    command: &str,
+    cwd: &str,
+    canonical_cwd: &CanonicalCwd,
+    home: &str,
+    path_words: bool,
+) -> Option<Arc<BashPaths>> {
     let words = super::reading(command).words?;
+    let kind = if path_words { "paths" } else { "targets" };
     Some(memo::bash_paths(
-        || memo::key(&["targets", command, cwd, canonical_cwd.get(), home]),
-        || Arc::new(project(&words, cwd, canonical_cwd, home, false)),
+        || memo::key(&[kind, command, cwd, canonical_cwd.get(), home]),
+        || Arc::new(project(&words, cwd, canonical_cwd, home, path_words)),
     ))
 }
 
