@@ -14,3 +14,4 @@ pub mod facts;
 pub mod mount;
 pub mod policy;
 pub mod session;
+pub mod view;

@@ -77,6 +77,15 @@ pub struct RunArgs {
     /// PI_SUBAGENT_PARENT_SESSION, so an unmodified pi child asks permfs.
     #[arg(long)]
     pub pi: bool,
+    /// Also serve DIR (outside the cwd, say `$HOME` or a second checkout)
+    /// through an enforcement view at its own path (repeatable).
+    #[arg(long = "view", value_name = "DIR")]
+    pub views: Vec<PathBuf>,
+    /// Bind the cwd plainly, without the enforcement view: programs in the
+    /// sandbox then read and write the cwd with no judgment (tool calls
+    /// asked through the hook are still judged).
+    #[arg(long)]
+    pub no_view: bool,
     /// The command to run in the sandbox, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -102,6 +111,9 @@ pub struct Sandbox {
     /// config and agent files, the global config or state dir when they
     /// lie there): read-only inside the sandbox.
     pub protected: Vec<Protected>,
+    /// Enforcement views: (root, the view's mount point on the host),
+    /// each bound at its root's own path. Empty with `--no-view`.
+    pub views: Vec<(PathBuf, PathBuf)>,
     pub command: Vec<OsString>,
 }
 
@@ -186,11 +198,16 @@ fn start(args: RunArgs) -> Result<i32, String> {
         None
     };
     let protected = protected_entries(&cwd, &authority_files(&tree, &parent)?)?;
-    let line = spawn_line(&name, &args, &cwd)?;
+    let view_roots = view_roots(&args, &cwd)?;
+    if args.no_view {
+        eprintln!("permfs run: --no-view: the cwd is bound plainly; programs in the sandbox read and write it without judgment");
+    }
+    let line = spawn_line(&name, &args, &cwd, &view_roots)?;
     // From here on a signal is noted, never fatal, so the session is
     // always ended; one that came before the command started stops it.
     catch_signals();
     let session = Session::spawn(&tree, &parent, &id, &line)?;
+    let views = session_views(&tree, &id, &view_roots)?;
     let sandbox = Sandbox {
         session_dir: tree.dir(&id),
         mount: tree.mount.clone(),
@@ -201,6 +218,7 @@ fn start(args: RunArgs) -> Result<i32, String> {
             .map(PathBuf::from)
             .filter(|home| home.is_absolute()),
         protected,
+        views,
         command: args.command,
     };
     if let Some(pi) = &sandbox.pi {
@@ -367,7 +385,82 @@ fn working_dir(cwd: Option<&Path>, mount: &Path) -> Result<PathBuf, String> {
 }
 
 /// The `spawn` line for `ctl`.
-fn spawn_line(name: &str, args: &RunArgs, cwd: &Path) -> Result<String, String> {
+/// The roots to serve through views: the cwd (unless `--no-view`), then
+/// every `--view DIR`, canonical.
+fn view_roots(args: &RunArgs, cwd: &Path) -> Result<Vec<PathBuf>, String> {
+    if args.no_view {
+        if !args.views.is_empty() {
+            return Err("--view and --no-view contradict each other".into());
+        }
+        return Ok(Vec::new());
+    }
+    let mut roots = vec![cwd.to_path_buf()];
+    for dir in &args.views {
+        let root = dir
+            .canonicalize()
+            .map_err(|e| format!("--view {}: {e}", dir.display()))?;
+        if !root.is_dir() {
+            return Err(format!("--view {}: not a directory", dir.display()));
+        }
+        if roots
+            .iter()
+            .any(|r| root.starts_with(r) || r.starts_with(&root))
+        {
+            return Err(format!(
+                "--view {}: overlaps another view root (the cwd or an earlier --view)",
+                dir.display()
+            ));
+        }
+        if SYSTEM_DIRS.iter().any(|d| root.starts_with(d)) || root == Path::new("/") {
+            return Err(format!(
+                "--view {}: a system directory cannot be a view",
+                dir.display()
+            ));
+        }
+        roots.push(root);
+    }
+    Ok(roots)
+}
+
+/// The views the daemon mounted for the session, read from its
+/// `session.json`, in the order of `roots`.
+fn session_views(
+    tree: &MountClient,
+    id: &str,
+    roots: &[PathBuf],
+) -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    if roots.is_empty() {
+        return Ok(Vec::new());
+    }
+    let path = tree.dir(id).join("session.json");
+    let view: serde_json::Value = std::fs::read(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mounted: Vec<(PathBuf, PathBuf)> = view["views"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            Some((
+                PathBuf::from(v["root"].as_str()?),
+                PathBuf::from(v["mount"].as_str()?),
+            ))
+        })
+        .collect();
+    roots
+        .iter()
+        .map(|root| {
+            mounted
+                .iter()
+                .find(|(r, _)| r == root)
+                .cloned()
+                .ok_or_else(|| format!("the daemon made no view of {} (an older permfs mount? restart it, or use --no-view)", root.display()))
+        })
+        .collect()
+}
+
+fn spawn_line(name: &str, args: &RunArgs, cwd: &Path, views: &[PathBuf]) -> Result<String, String> {
     let mut line = format!("spawn {name}");
     if let Some(agent) = &args.agent {
         if session_name(agent) != *agent {
@@ -383,6 +476,18 @@ fn spawn_line(name: &str, args: &RunArgs, cwd: &Path) -> Result<String, String> 
     }
     if let Some(uid) = args.uid {
         line.push_str(&format!(" asker={uid}"));
+    }
+    for root in views {
+        let text = root
+            .to_str()
+            .filter(|t| !t.contains(char::is_whitespace))
+            .ok_or_else(|| {
+                format!(
+                    "{}: a view root must be UTF-8 without spaces (the ctl line is split on them)",
+                    root.display()
+                )
+            })?;
+        line.push_str(&format!(" view={text}"));
     }
     // Ended by the daemon if this process dies without ending it.
     line.push_str(" lease\n");
@@ -493,11 +598,23 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
             push(&["--dir".as_ref(), home.as_ref()]);
         }
     }
-    push(&[
-        "--bind".as_ref(),
-        sandbox.cwd.as_ref(),
-        sandbox.cwd.as_ref(),
-    ]);
+    // The cwd (and every further root) is its view when there is one:
+    // the real directory, with every open judged.
+    match sandbox.views.iter().find(|(root, _)| *root == sandbox.cwd) {
+        Some((root, view)) => push(&["--bind".as_ref(), view.as_ref(), root.as_ref()]),
+        None => push(&[
+            "--bind".as_ref(),
+            sandbox.cwd.as_ref(),
+            sandbox.cwd.as_ref(),
+        ]),
+    }
+    for (root, view) in sandbox
+        .views
+        .iter()
+        .filter(|(root, _)| *root != sandbox.cwd)
+    {
+        push(&["--bind".as_ref(), view.as_ref(), root.as_ref()]);
+    }
     let holds_mount = |dir: &Path| sandbox.mount.starts_with(dir);
     if holds_mount(&sandbox.cwd) || SYSTEM_DIRS.iter().any(|d| holds_mount(Path::new(d))) {
         push(&["--tmpfs".as_ref(), sandbox.mount.as_ref()]);
@@ -893,6 +1010,7 @@ mod tests {
             parent: "main".into(),
             home: Some(PathBuf::from("/home/u")),
             protected: Vec::new(),
+            views: Vec::new(),
             command: vec!["sh".into(), "-c".into(), "true".into()],
         }
     }

@@ -106,6 +106,8 @@ fn take<V>(table: &Mutex<HashMap<u64, V>>, fh: u64) -> Option<V> {
 
 pub struct PermFs {
     authority: Arc<Authority>,
+    /// The enforcement views this mount makes for `spawn … view=DIR`.
+    pub views: std::sync::OnceLock<Arc<crate::view::Views>>,
     inodes: Arc<Inodes>,
     uid: u32,
     gid: u32,
@@ -220,6 +222,7 @@ impl PermFs {
             notifier: Arc::default(),
             fills: AtomicUsize::new(0),
             max_fills: workers.saturating_sub(1).max(1),
+            views: std::sync::OnceLock::new(),
         }
     }
 
@@ -329,16 +332,26 @@ impl PermFs {
             ControlCommand::Spawn {
                 name,
                 spec,
-                lease: false,
-            } => self.authority.spawn(session, &name, spec, caller).map(drop),
-            ControlCommand::Spawn {
-                name,
-                spec,
-                lease: true,
+                lease,
+                views,
             } => {
-                let (id, serial) = self
-                    .authority
-                    .spawn_numbered(session, &name, spec, caller)?;
+                if !views.is_empty() {
+                    self.may_open_views(caller)?;
+                }
+                let (id, serial) = if lease || !views.is_empty() {
+                    self.authority
+                        .spawn_numbered(session, &name, spec, caller)?
+                } else {
+                    return self.authority.spawn(session, &name, spec, caller).map(drop);
+                };
+                if let Err(error) = self.open_views(&id, serial, &views) {
+                    // No session without the views it was spawned for.
+                    self.authority.end_leased(&id, serial);
+                    return Err(AuthorityError::Invalid(error));
+                }
+                if !lease {
+                    return Ok(());
+                }
                 match self.session_leases.lock() {
                     Ok(mut leases) => {
                         // Sessions ended meanwhile leave the handle's list:
@@ -352,13 +365,47 @@ impl PermFs {
                     // A lease that cannot be kept: no session left behind.
                     Err(_) => {
                         self.authority.end_leased(&id, serial);
+                        self.sweep_views();
                         Err(AuthorityError::Invalid(
                             "the lease could not be recorded".into(),
                         ))
                     }
                 }
             }
-            ControlCommand::End { name } => self.authority.end_child(session, &name, caller),
+            ControlCommand::End { name } => {
+                let ended = self.authority.end_child(session, &name, caller);
+                self.sweep_views();
+                ended
+            }
+        }
+    }
+
+    /// A view opens files as the daemon: only the operator, from the
+    /// daemon's own mount namespace, may have one made (never a sandboxed
+    /// caller, whatever its uid).
+    fn may_open_views(&self, caller: Caller) -> Result<(), AuthorityError> {
+        if caller.in_daemon_namespace && (caller.uid == 0 || caller.uid == self.uid) {
+            return Ok(());
+        }
+        Err(AuthorityError::PermissionDenied(
+            "view= is for the operator, outside any sandbox".into(),
+        ))
+    }
+
+    fn open_views(&self, id: &str, serial: u64, roots: &[String]) -> Result<(), String> {
+        if roots.is_empty() {
+            return Ok(());
+        }
+        match self.views.get() {
+            Some(views) => views.open(id, serial, roots),
+            None => Err("this mount serves no enforcement views".into()),
+        }
+    }
+
+    /// Unmounts the views of sessions that ended.
+    pub fn sweep_views(&self) {
+        if let Some(views) = self.views.get() {
+            views.sweep();
         }
     }
 }
@@ -976,6 +1023,7 @@ impl Filesystem for PermFs {
                         tracing::info!(session = %id, "its spawning handle closed: ended (lease)");
                     }
                 }
+                self.sweep_views();
             }
             _ => {}
         }

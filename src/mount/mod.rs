@@ -295,6 +295,13 @@ pub fn run(options: MountOptions) -> i32 {
         Some(audit_path),
         options.threads.max(1),
     );
+    let views = Arc::new(crate::view::Views::new(
+        &state_dir,
+        Arc::clone(&authority),
+        owner,
+        options.allow_other,
+    ));
+    let _ = filesystem.views.set(Arc::clone(&views));
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);
@@ -329,10 +336,16 @@ pub fn run(options: MountOptions) -> i32 {
         let authority = Arc::clone(&authority);
         std::thread::Builder::new()
             .name("permfs-expire".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EXPIRE_INTERVAL);
-                    authority.expire(Instant::now());
+            .spawn({
+                let views = Arc::clone(&views);
+                move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EXPIRE_INTERVAL);
+                        authority.expire(Instant::now());
+                        // Views of sessions ended some other way (a parent
+                        // ended, say).
+                        views.sweep();
+                    }
                 }
             })
     };
@@ -391,6 +404,7 @@ pub fn run(options: MountOptions) -> i32 {
     }
     // No judge outlives the daemon.
     crate::session::chain::kill_running_judges();
+    views.close_all();
     session.unmount(mountpoint)
 }
 

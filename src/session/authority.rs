@@ -507,6 +507,7 @@ impl Authority {
     /// Re-reads the global config now (the daemon's `SIGHUP`); the error
     /// when it is invalid (the policies then fail closed).
     pub fn reload_global(&self) -> Option<String> {
+        super::opens::invalidate();
         self.loader.reload_global()
     }
 
@@ -662,6 +663,14 @@ impl Authority {
 
     /// Ends a session and its descendants: their pending asks are answered
     /// `session_ended` and leave every inbox.
+    /// Records the enforcement views serving `id` (shown in its
+    /// `session.json`, where `permfs run` finds what to bind).
+    pub fn set_views(&self, id: &str, views: Vec<(String, String)>) {
+        if let Some(session) = lock(&self.state).tree.get_mut(id) {
+            session.views.extend(views);
+        }
+    }
+
     pub fn end_session(&self, id: &str) -> Result<(), AuthorityError> {
         self.end_session_if(id, |_| true)
     }

@@ -1,9 +1,13 @@
 //! The `ctl` language, parsed in one place: one command per write.
 //!
 //! ```text
-//! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease]
+//! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] [view=/abs/dir ...]
 //! end <child>
 //! ```
+//!
+//! `view=DIR` (repeatable) serves DIR to the child through an enforcement
+//! view (`src/view/`): only the operator, from the daemon's own mount
+//! namespace, may ask for one, since the view opens files as the daemon.
 //!
 //! `lease` ties the child to the `ctl` handle that spawned it: when the
 //! last descriptor of that handle closes (its process exits, even by
@@ -24,13 +28,15 @@ pub enum ControlCommand {
         spec: SpawnSpec,
         /// Ended when the spawning handle closes.
         lease: bool,
+        /// Roots to serve through enforcement views.
+        views: Vec<String>,
     },
     End {
         name: String,
     },
 }
 
-const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] | end <child>";
+const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] [view=/abs/dir ...] | end <child>";
 
 impl ControlCommand {
     /// Parses one command; the error names what was wrong and the usage.
@@ -44,6 +50,7 @@ impl ControlCommand {
                     .to_string();
                 let mut spec = SpawnSpec::default();
                 let mut lease = false;
+                let mut views: Vec<String> = Vec::new();
                 for word in words {
                     match word.split_once('=') {
                         Some(("agent", agent)) if !agent.is_empty() => {
@@ -54,6 +61,15 @@ impl ControlCommand {
                         }
                         Some(("cwd", cwd)) => {
                             return Err(format!("cwd {cwd:?} must be an absolute path"))
+                        }
+                        Some(("view", dir)) if dir.starts_with('/') => {
+                            if views.iter().any(|v| v == dir) {
+                                return Err(format!("view={dir} is given twice"));
+                            }
+                            views.push(dir.to_string())
+                        }
+                        Some(("view", dir)) => {
+                            return Err(format!("view {dir:?} must be an absolute path"))
                         }
                         Some(("asker", uid)) => set_once(&mut spec.asker_uid, parse_uid(uid)?, "asker")?,
                         Some(("decider", uid)) => {
@@ -68,7 +84,12 @@ impl ControlCommand {
                         _ => return Err(format!("unknown spawn option {word:?}: {USAGE}")),
                     }
                 }
-                Ok(Self::Spawn { name, spec, lease })
+                Ok(Self::Spawn {
+                    name,
+                    spec,
+                    lease,
+                    views,
+                })
             }
             Some("end") => {
                 let name = words
@@ -107,10 +128,21 @@ mod tests {
             "spawn w agent=rev cwd=/tmp interactive asker=7 decider=8 lease\n",
         )
         .expect("valid");
-        let ControlCommand::Spawn { name, spec, lease } = command else {
+        let ControlCommand::Spawn {
+            name,
+            spec,
+            lease,
+            views,
+        } = command
+        else {
             panic!("a spawn");
         };
         assert!(lease);
+        assert!(views.is_empty());
+        assert!(matches!(
+            ControlCommand::parse("spawn w view=/a view=/b"),
+            Ok(ControlCommand::Spawn { views, .. }) if views == ["/a", "/b"]
+        ));
         assert!(matches!(
             ControlCommand::parse("spawn w"),
             Ok(ControlCommand::Spawn { lease: false, .. })
@@ -137,6 +169,8 @@ mod tests {
             ("spawn w frobnicate", "unknown spawn option"),
             ("spawn w lease lease", "twice"),
             ("spawn w lease=1", "unknown spawn option"),
+            ("spawn w view=rel", "absolute"),
+            ("spawn w view=/a view=/a", "twice"),
             ("end", "needs a child name"),
             ("end a b", "extra"),
             ("reboot", "unknown command"),

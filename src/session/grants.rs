@@ -165,7 +165,10 @@ pub(super) fn recompile_grants(node: &mut super::tree::Session) {
         .flat_map(|g| g.rules.iter().cloned())
         .collect();
     match CompiledRules::compile(rules, &home_dir()) {
-        Ok(compiled) => node.compiled_grants = Arc::new(compiled),
+        Ok(compiled) => {
+            node.compiled_grants = Arc::new(compiled);
+            super::opens::invalidate();
+        }
         Err(error) => {
             tracing::error!(session = %node.id, %error, "grant rules do not compile; keeping the previous set")
         }

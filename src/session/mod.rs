@@ -13,6 +13,7 @@ pub mod epoch;
 pub mod events;
 pub mod grants;
 pub mod limits;
+pub mod opens;
 pub mod pi_view;
 pub mod reaper;
 pub mod retention;

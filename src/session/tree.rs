@@ -47,6 +47,8 @@ pub struct Session {
     pub grants: Vec<Grant>,
     /// The grants compiled as one rule list (rebuilt when they change).
     pub compiled_grants: Arc<CompiledRules>,
+    /// The enforcement views serving this session: (root, mount point).
+    pub views: Vec<(String, String)>,
     /// A number no other session of this daemon's life had: tells this
     /// session from a later one under the same id (a spawn's lease ends
     /// only the session it was taken for).
@@ -163,6 +165,7 @@ impl SessionTree {
                 children: BTreeMap::new(),
                 grants: Vec::new(),
                 compiled_grants: Self::empty_grants(),
+                views: Vec::new(),
                 serial: self.serials,
             },
         );
@@ -213,6 +216,7 @@ impl SessionTree {
             children: BTreeMap::new(),
             grants: Vec::new(),
             compiled_grants: Self::empty_grants(),
+            views: Vec::new(),
             serial: self.serials,
         };
         self.sessions.insert(id.clone(), child);

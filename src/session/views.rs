@@ -134,6 +134,7 @@ impl Authority {
             "principalChain": chain.iter().map(|(s, a)| serde_json::json!({"sessionId": s, "agentName": a})).collect::<Vec<_>>(),
             "askerUid": session.asker_uid,
             "deciderUid": session.decider_uid,
+            "views": session.views.iter().map(|(root, mount)| serde_json::json!({"root": root, "mount": mount})).collect::<Vec<_>>(),
         }))
     }
 

@@ -49,11 +49,28 @@ impl Authority {
                 agent_name: agent.clone(),
             },
         );
-        let (mut request, mut facts, mut invalid) = match parsed {
+        let fixed = match parsed {
             Ok(request) => {
                 let facts = asker_facts(&requester, &request.form);
-                (Some(request), facts, None)
+                Ok((request, facts))
             }
+            Err(reason) => Err(reason),
+        };
+        self.raise_fixed(session, rid, fixed, (origin_id, agent, cwd))
+    }
+
+    /// [`Self::raise`] with the facts already fixed (the enforcement view
+    /// fixes them from the path it serves, without touching the
+    /// filesystem again).
+    pub(super) fn raise_fixed(
+        &self,
+        session: &str,
+        rid: &str,
+        fixed: Result<(Request, crate::facts::request::FactSet), String>,
+        (origin_id, agent, cwd): (String, Option<String>, String),
+    ) -> Result<AskId, AuthorityError> {
+        let (mut request, mut facts, mut invalid) = match fixed {
+            Ok((request, facts)) => (Some(request), facts, None),
             Err(reason) => (None, Default::default(), Some(reason)),
         };
         let timeout = self
@@ -257,6 +274,16 @@ impl Authority {
         agents: &[Option<String>],
         ask: &Ask,
     ) -> Result<Judgment, String> {
+        self.judge_facts_at(node, agents, &ask.facts)
+    }
+
+    /// [`Self::judge_at`] for facts that are not (yet) an ask's.
+    pub(super) fn judge_facts_at(
+        &self,
+        node: &super::tree::Session,
+        agents: &[Option<String>],
+        facts: &crate::facts::request::FactSet,
+    ) -> Result<Judgment, String> {
         let mut worst: Option<Judgment> = None;
         for agent in agents {
             let policy = self
@@ -266,7 +293,7 @@ impl Authority {
             // The guard list last (no grant outranks it); an untrusted
             // project layer only narrows.
             let judgment =
-                crate::engine::judge_with_policy(&policy, Some(&node.compiled_grants), &ask.facts)
+                crate::engine::judge_with_policy(&policy, Some(&node.compiled_grants), facts)
                     .map_err(|e| format!("rules cannot be evaluated: {e}"))?;
             if worst.as_ref().is_none_or(|w| judgment.state > w.state) {
                 worst = Some(judgment);
@@ -281,7 +308,7 @@ impl Authority {
     /// and every ancestor's: each guards its own project layers), judged
     /// on the guard lists alone. A guard that cannot be compiled or
     /// evaluated guards everything (fail closed).
-    fn guard_met(
+    pub(super) fn guard_met(
         &self,
         cwds: &[String],
         facts: &crate::facts::request::FactSet,

@@ -1,0 +1,351 @@
+//! The enforcement view's question: may this session read or write this
+//! path, now?
+//!
+//! A file opened inside `permfs run`'s view is judged like a tool call's
+//! path facts (`path_read` / `path_write`, and `external_directory_read` /
+//! `_write` for a path outside the session's cwd), at the asking session
+//! and, while the verdict is `ask`, at each ancestor, with grants and the
+//! built-in guards, exactly as a raised ask would be walked. The walk is
+//! first made dry ([`Authority::judge_paths`]): most opens are answered by
+//! a rule, and those are not asks, so they leave nothing in an outbox, an
+//! inbox or the audit log's answer stream (a deny is written to the audit
+//! log by the view). Only an open the dry walk leaves at a node that must
+//! ask someone becomes a real ask ([`Authority::raise_paths`]), with the
+//! same facts, so the person sees what the program tried to open.
+//!
+//! One rule is the view's own: where no rule at a node speaks for a path
+//! (every fact a `path` surface no explicit rule matched, and nothing
+//! outside the cwd), the node allows it. The view serves the session's own
+//! workspace, which `permfs run` bound read-write before the view existed;
+//! path rules, grants and the guards narrow that, and a
+//! `"path_write": {"*": "ask"}` rule makes every write a question. A node
+//! whose rules cannot be read or evaluated denies (fail closed).
+
+use super::ask::AskId;
+use super::authority::{lock, Authority};
+use super::AuthorityError;
+use crate::facts::access_path::{is_outside, AccessPath};
+use crate::facts::intent::{AccessIntent, Principal};
+use crate::facts::request::{AskForm, FactSet, Request};
+use crate::policy::PermissionState;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Bumped whenever something that can change a path's verdict changes
+/// (a grant recorded or revoked, the global config re-read). The view's
+/// decision cache keeps an entry only while this is unchanged (and for a
+/// quarter second at most, the time the policy loader takes to notice an
+/// edited layer file).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The current verdict generation (see [`GENERATION`]).
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// Marks every cached path verdict stale.
+pub(crate) fn invalidate() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// What an operation does to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+impl Access {
+    fn surface(self) -> &'static str {
+        match self {
+            Self::Read => "path_read",
+            Self::Write => "path_write",
+        }
+    }
+    fn external_surface(self) -> &'static str {
+        match self {
+            Self::Read => "external_directory_read",
+            Self::Write => "external_directory_write",
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// The dry walk's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathVerdict {
+    /// `by` names the session and the rule (or the view's default).
+    Allow { by: String },
+    /// `why` names the session, the rule and its reason.
+    Deny { why: String },
+    /// Some node must ask: raise it with [`Authority::raise_paths`].
+    Ask,
+}
+
+impl Authority {
+    /// The facts of `accesses` at `session` (absolute paths, as the view
+    /// serves them at their own path), or `None` for no such session.
+    pub fn path_facts(&self, session: &str, accesses: &[(String, Access)]) -> Option<FactSet> {
+        let (cwd, canonical, principal) = {
+            let state = lock(&self.state);
+            let s = state.tree.get(session)?;
+            (
+                s.cwd.clone(),
+                s.canonical_cwd.canonical(),
+                Principal {
+                    session_id: s.id.clone(),
+                    agent_name: s.agent.clone(),
+                },
+            )
+        };
+        let principal = Arc::new(principal);
+        let fact_cwd: Arc<str> = cwd.as_str().into();
+        let home = crate::facts::path_text::home_dir();
+        let mut intents = Vec::with_capacity(accesses.len() * 2);
+        for (path, access) in accesses {
+            // Lexical aliases only: the view hands over the path the
+            // kernel resolved (no symlink is left in it), so there is
+            // nothing for `realpath` to add.
+            let at = AccessPath::for_word_in(path, &cwd, &cwd, &home);
+            let intent = |surface: &str| AccessIntent {
+                surface: surface.to_string(),
+                match_values: Arc::clone(&at.match_values),
+                boundary_value: Some(Arc::clone(&at.boundary)),
+                requester_cwd: Arc::clone(&fact_cwd),
+                principal: Arc::clone(&principal),
+                floor: None,
+                word: None,
+                bare_word: false,
+            };
+            intents.push(intent(access.surface()));
+            if is_outside(&at.boundary, &canonical) {
+                intents.push(intent(access.external_surface()));
+            }
+        }
+        Some(FactSet {
+            // Gated like a tool call: a `path` check counts only where an
+            // explicit rule matched.
+            tool: Some("view".into()),
+            intents,
+            unusable: None,
+        })
+    }
+
+    /// Walks `facts` from `session` up without recording anything: the
+    /// first node whose rules allow or deny answers; a node that would
+    /// take the ask into its inbox (interactive, or the root) makes it
+    /// [`PathVerdict::Ask`].
+    pub fn judge_paths(
+        &self,
+        session: &str,
+        facts: &FactSet,
+    ) -> Result<PathVerdict, AuthorityError> {
+        let chain_cwds: Vec<String> = {
+            let state = lock(&self.state);
+            let mut cwds: Vec<String> = Vec::new();
+            let mut cursor = state.tree.get(session);
+            if cursor.is_none() {
+                return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+            }
+            while let Some(node) = cursor {
+                if !cwds.contains(&node.cwd) {
+                    cwds.push(node.cwd.clone());
+                }
+                cursor = node.parent.as_ref().and_then(|p| state.tree.get(p));
+            }
+            cwds
+        };
+        if let Some(guard) = self.guard_met(&chain_cwds, facts) {
+            return Ok(PathVerdict::Deny {
+                why: format!("built-in guard {:?}: {}", guard.pattern, guard.reason),
+            });
+        }
+        let state = lock(&self.state);
+        let agents = super::walk::agents_for(&state.tree, session);
+        let mut node_id = session.to_string();
+        loop {
+            let Some(node) = state.tree.get(&node_id) else {
+                return Ok(PathVerdict::Deny {
+                    why: format!("session {node_id:?} vanished"),
+                });
+            };
+            let judgment = match self.judge_facts_at(node, &agents, facts) {
+                Ok(judgment) => judgment,
+                Err(error) => {
+                    return Ok(PathVerdict::Deny {
+                        why: format!("at {node_id}: {error} (fail closed)"),
+                    })
+                }
+            };
+            let by = || match judgment.deciding_check() {
+                Some(check) => format!(
+                    "{} rule {:?} ({:?}) at {}",
+                    check.rule_surface,
+                    check.matched_pattern.as_deref().unwrap_or("*"),
+                    check.origin,
+                    node.id
+                ),
+                None => format!("no rule at {}", node.id),
+            };
+            match judgment.state {
+                PermissionState::Allow => return Ok(PathVerdict::Allow { by: by() }),
+                PermissionState::Deny => {
+                    let mut why = by();
+                    if let Some(reason) = judgment.reason() {
+                        why.push_str(": ");
+                        why.push_str(reason);
+                    }
+                    return Ok(PathVerdict::Deny { why });
+                }
+                PermissionState::Ask => {}
+            }
+            let spoke = judgment.checks.iter().any(|c| c.counted);
+            if !spoke && judgment.unjudgeable.is_some() && !judgment.checks.is_empty() {
+                return Ok(PathVerdict::Allow {
+                    by: format!("the view's default at {} (no rule names the path)", node.id),
+                });
+            }
+            match &node.parent {
+                Some(parent) if !node.interactive => node_id = parent.clone(),
+                _ => return Ok(PathVerdict::Ask),
+            }
+        }
+    }
+
+    /// Raises the ask the dry walk could not answer, with its facts fixed:
+    /// it waits in an inbox like any other (see [`Self::wait`]).
+    pub fn raise_paths(
+        &self,
+        session: &str,
+        rid: &str,
+        facts: FactSet,
+        message: String,
+        paths: Vec<String>,
+    ) -> Result<AskId, AuthorityError> {
+        let (origin_id, agent, cwd) = {
+            let state = lock(&self.state);
+            let s = state
+                .tree
+                .get(session)
+                .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+            (s.id.clone(), s.agent.clone(), s.cwd.clone())
+        };
+        let request = Request {
+            form: AskForm::Intents(Ok(facts.intents.clone())),
+            message: Some(message),
+            suggested_patterns: paths,
+            agent: None,
+            suggested_surface: None,
+            forwarded: None,
+        };
+        self.raise_fixed(session, rid, Ok((request, facts)), (origin_id, agent, cwd))
+    }
+
+    /// Records a line in the audit log (a view's deny), if there is one.
+    pub fn audit_line(&self, entry: serde_json::Map<String, serde_json::Value>) {
+        let log = lock(&self.state).audit.clone();
+        if let Some(log) = log {
+            if let Err(error) = log.append(entry) {
+                tracing::error!(%error, "the audit log cannot be written");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::layers::{PolicyLoader, PolicySources};
+    use crate::session::SpawnSpec;
+
+    fn authority(config: &str) -> (Authority, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("permfs.json");
+        std::fs::write(&path, config).expect("config");
+        let loader = PolicyLoader::new(PolicySources {
+            global: Some(path),
+            ..Default::default()
+        })
+        .expect("loader");
+        let authority = Authority::new(Arc::new(loader), 0).expect("authority");
+        let cwd = dir.path().join("work");
+        std::fs::create_dir(&cwd).expect("cwd");
+        authority
+            .add_root(
+                "main",
+                SpawnSpec {
+                    interactive: true,
+                    ..Default::default()
+                },
+                cwd.to_str().expect("utf-8"),
+            )
+            .expect("root");
+        (authority, dir)
+    }
+
+    fn verdict(a: &Authority, path: &str, access: Access) -> PathVerdict {
+        let facts = a
+            .path_facts("main", &[(path.to_string(), access)])
+            .expect("session");
+        a.judge_paths("main", &facts).expect("judged")
+    }
+
+    #[test]
+    fn rules_guards_and_the_default_decide_a_path() {
+        let (a, dir) = authority(
+            r#"{"permission": {"*": "ask", "path": {"*.env": "deny", "*.lock": "ask"}, "external_directory": "ask"}}"#,
+        );
+        let work = dir.path().join("work");
+        let w = |name: &str| format!("{}/{name}", work.display());
+        assert!(matches!(
+            verdict(&a, &w("src/a.rs"), Access::Read),
+            PathVerdict::Allow { .. }
+        ));
+        assert!(matches!(
+            verdict(&a, &w("src/a.rs"), Access::Write),
+            PathVerdict::Allow { .. }
+        ));
+        let PathVerdict::Deny { why } = verdict(&a, &w(".env"), Access::Read) else {
+            panic!("denied");
+        };
+        assert!(why.contains("*.env"), "{why}");
+        assert_eq!(
+            verdict(&a, &w("Cargo.lock"), Access::Write),
+            PathVerdict::Ask
+        );
+        assert_eq!(verdict(&a, "/elsewhere/x", Access::Read), PathVerdict::Ask);
+        // The built-in guards: a project layer is never written.
+        assert!(matches!(
+            verdict(&a, &w(".permfs/config.json"), Access::Write),
+            PathVerdict::Deny { .. }
+        ));
+    }
+
+    #[test]
+    fn a_write_everywhere_rule_makes_every_write_a_question() {
+        let (a, dir) = authority(r#"{"permission": {"*": "allow", "path_write": {"*": "ask"}}}"#);
+        let file = format!("{}/work/a", dir.path().display());
+        assert_eq!(verdict(&a, &file, Access::Write), PathVerdict::Ask);
+        assert!(matches!(
+            verdict(&a, &file, Access::Read),
+            PathVerdict::Allow { .. }
+        ));
+    }
+
+    #[test]
+    fn an_unknown_session_is_an_error_not_a_verdict() {
+        let (a, _dir) = authority(r#"{"permission": {"*": "allow"}}"#);
+        assert!(a
+            .path_facts("nobody", &[("/x".into(), Access::Read)])
+            .is_none());
+        let facts = a
+            .path_facts("main", &[("/x".into(), Access::Read)])
+            .expect("facts");
+        assert!(a.judge_paths("nobody", &facts).is_err());
+    }
+}

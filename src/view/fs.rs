@@ -1,0 +1,1225 @@
+//! The FUSE adapter of the view: kernel calls translated into "judge this
+//! path access for this session" (the authority) and "do it on the real
+//! directory" (`sys.rs`). Opens that are allowed are handed to the kernel
+//! as FUSE passthrough (the data never crosses the daemon) when the kernel
+//! and the daemon's privileges allow it, and served by the daemon
+//! otherwise.
+
+use super::nodes::{is_plain_name, path_text, Nodes, ROOT};
+use super::sys;
+use super::verdicts::{Cached, Verdicts};
+use crate::session::ask::{Outcome, Response};
+use crate::session::opens::{generation, Access, PathVerdict};
+use crate::session::Authority;
+use fuser::{
+    BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::DirEntryExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may keep names and attributes. Changes made through
+/// the view update the kernel's caches themselves; this bounds how long a
+/// change made outside it (on the host) can go unseen.
+const TTL: Duration = Duration::from_secs(1);
+
+/// A directory's entries taken at `opendir`: (name, kind, backing inode).
+type Listing = Vec<(OsString, FileType, u64)>;
+
+/// An open file: the real descriptor, and the passthrough backing the
+/// kernel was given for it (held until the last handle of the node closes).
+struct OpenFile {
+    file: OwnedFd,
+    ino: u64,
+    passthrough: bool,
+}
+
+pub(super) struct Inner {
+    pub authority: Arc<Authority>,
+    pub session: String,
+    pub nodes: Mutex<Nodes>,
+    verdicts: Mutex<Verdicts>,
+    files: Mutex<HashMap<u64, OpenFile>>,
+    /// Per node: the backing id every passthrough open of it must share
+    /// (the kernel refuses a second one), with the handles using it.
+    backings: Mutex<HashMap<u64, (Arc<BackingId>, usize)>>,
+    listings: Mutex<HashMap<u64, Listing>>,
+    next_fh: AtomicU64,
+    next_rid: AtomicU64,
+    /// The kernel took FUSE passthrough at init.
+    pub passthrough: AtomicBool,
+    /// Said once: passthrough was refused and I/O goes through the daemon.
+    told_fallback: AtomicBool,
+    /// Asks in flight by FUSE request, so an interrupted open withdraws
+    /// its ask.
+    asking: Mutex<HashMap<u64, String>>,
+    /// The daemon is root: what it creates is given to the caller.
+    give_to_caller: bool,
+}
+
+pub struct ViewFs {
+    pub(super) inner: Arc<Inner>,
+}
+
+impl ViewFs {
+    pub fn new(
+        authority: Arc<Authority>,
+        session: String,
+        root: PathBuf,
+        root_dir: OwnedFd,
+    ) -> std::io::Result<Self> {
+        let st = sys::stat_fd(root_dir.as_raw_fd())?;
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                authority,
+                session,
+                nodes: Mutex::new(Nodes::new(root, root_dir, (st.st_dev, st.st_ino))),
+                verdicts: Mutex::new(Verdicts::default()),
+                files: Mutex::new(HashMap::new()),
+                backings: Mutex::new(HashMap::new()),
+                listings: Mutex::new(HashMap::new()),
+                next_fh: AtomicU64::new(1),
+                next_rid: AtomicU64::new(1),
+                passthrough: AtomicBool::new(false),
+                told_fallback: AtomicBool::new(false),
+                asking: Mutex::new(HashMap::new()),
+                give_to_caller: euid == 0,
+            }),
+        })
+    }
+}
+
+fn io_errno(error: std::io::Error) -> Errno {
+    Errno::from(error)
+}
+
+fn time(sec: i64, nsec: i64) -> SystemTime {
+    if sec >= 0 {
+        UNIX_EPOCH + Duration::new(sec as u64, nsec.clamp(0, 999_999_999) as u32)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+fn kind_of(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFIFO => FileType::NamedPipe,
+        libc::S_IFSOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+fn attr(ino: u64, st: &libc::stat) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size: st.st_size.max(0) as u64,
+        blocks: st.st_blocks.max(0) as u64,
+        atime: time(st.st_atime, st.st_atime_nsec),
+        mtime: time(st.st_mtime, st.st_mtime_nsec),
+        ctime: time(st.st_ctime, st.st_ctime_nsec),
+        crtime: UNIX_EPOCH,
+        kind: kind_of(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// What opening with `flags` does to the file.
+fn open_accesses(flags: i32) -> Vec<Access> {
+    let mut accesses = Vec::with_capacity(2);
+    match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => accesses.push(Access::Write),
+        libc::O_RDWR => accesses.extend([Access::Read, Access::Write]),
+        _ => accesses.push(Access::Read),
+    }
+    if flags & libc::O_TRUNC != 0 && !accesses.contains(&Access::Write) {
+        accesses.push(Access::Write);
+    }
+    accesses
+}
+
+/// The continuation of an operation once its accesses are judged.
+type Then = Box<dyn FnOnce(&Arc<Inner>, Result<(), Errno>) + Send>;
+
+impl Inner {
+    fn fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn nodes(&self) -> std::sync::MutexGuard<'_, Nodes> {
+        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Judges `accesses` for the caller of `req`, then runs `then` with
+    /// the verdict: at once for a rule's answer, when the ask is answered
+    /// otherwise. Nothing not judged `allow` runs `then` with `Ok`.
+    fn judged(self: &Arc<Self>, req: &Request, accesses: Vec<(PathBuf, Access)>, then: Then) {
+        let now = Instant::now();
+        let generation = generation();
+        let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
+        {
+            let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+            for (path, access) in accesses {
+                match verdicts.get(&path, access, generation, now) {
+                    Some(Cached::Allow) => {}
+                    Some(Cached::Deny(_)) => {
+                        drop(verdicts);
+                        return then(self, Err(Errno::EACCES));
+                    }
+                    None => unjudged.push((path, access)),
+                }
+            }
+        }
+        if unjudged.is_empty() {
+            return then(self, Ok(()));
+        }
+        let texts: Vec<(String, Access)> =
+            unjudged.iter().map(|(p, a)| (path_text(p), *a)).collect();
+        let Some(facts) = self.authority.path_facts(&self.session, &texts) else {
+            tracing::info!(session = %self.session, "the view's session ended: refused");
+            return then(self, Err(Errno::EACCES));
+        };
+        let verdict = match self.authority.judge_paths(&self.session, &facts) {
+            Ok(verdict) => verdict,
+            Err(error) => PathVerdict::Deny {
+                why: format!("cannot be judged: {error}"),
+            },
+        };
+        match verdict {
+            PathVerdict::Allow { .. } => {
+                let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+                for (path, access) in &unjudged {
+                    verdicts.put(path, *access, Cached::Allow, generation, now);
+                }
+                drop(verdicts);
+                then(self, Ok(()))
+            }
+            PathVerdict::Deny { why } => {
+                self.denied(req, &texts, &why);
+                if let [(path, access)] = unjudged.as_slice() {
+                    let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+                    verdicts.put(path, *access, Cached::Deny(why), generation, now);
+                }
+                then(self, Err(Errno::EACCES))
+            }
+            PathVerdict::Ask => self.ask(req, texts, facts, then),
+        }
+    }
+
+    fn denied(&self, req: &Request, texts: &[(String, Access)], why: &str) {
+        let command = sys::command_line(req.pid());
+        for (path, access) in texts {
+            tracing::info!(session = %self.session, path = %path, access = access.word(), pid = req.pid(), %why, "view: denied");
+        }
+        let mut entry = serde_json::Map::new();
+        entry.insert("event".into(), "view-denied".into());
+        entry.insert("session".into(), self.session.clone().into());
+        entry.insert(
+            "accesses".into(),
+            texts
+                .iter()
+                .map(|(p, a)| serde_json::json!({"path": p, "access": a.word()}))
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        entry.insert("why".into(), why.into());
+        entry.insert("pid".into(), req.pid().into());
+        entry.insert("uid".into(), req.uid().into());
+        entry.insert("command".into(), command.into());
+        self.authority.audit_line(entry);
+    }
+
+    /// Raises the ask and parks `then` on its answer.
+    fn ask(
+        self: &Arc<Self>,
+        req: &Request,
+        texts: Vec<(String, Access)>,
+        facts: crate::facts::request::FactSet,
+        then: Then,
+    ) {
+        let rid = format!("open-{}", self.next_rid.fetch_add(1, Ordering::Relaxed));
+        let command = sys::command_line(req.pid());
+        let what: Vec<String> = texts
+            .iter()
+            .map(|(p, a)| format!("{} {p}", a.word()))
+            .collect();
+        let message = format!(
+            "a program in the sandbox opens a file: {} (pid {}, uid {}: {command})",
+            what.join(", "),
+            req.pid(),
+            req.uid()
+        );
+        let paths: Vec<String> = texts.iter().map(|(p, _)| p.clone()).collect();
+        let ask_id = match self
+            .authority
+            .raise_paths(&self.session, &rid, facts, message, paths)
+        {
+            Ok(id) => id,
+            Err(error) => {
+                tracing::warn!(session = %self.session, %error, "view: the ask could not be raised: refused");
+                return then(self, Err(Errno::EACCES));
+            }
+        };
+        let unique: u64 = req.unique().into();
+        if let Ok(mut asking) = self.asking.lock() {
+            asking.insert(unique, rid.clone());
+        }
+        tracing::info!(session = %self.session, ask = %ask_id, "view: an open waits for an answer");
+        let slot: Arc<Mutex<Option<Then>>> = Arc::new(Mutex::new(Some(then)));
+        let finish = {
+            let me = Arc::clone(self);
+            let slot = Arc::clone(&slot);
+            move |result: Result<(), Errno>| {
+                if let Ok(mut asking) = me.asking.lock() {
+                    asking.remove(&unique);
+                }
+                let then = slot.lock().ok().and_then(|mut s| s.take());
+                if let Some(then) = then {
+                    then(&me, result)
+                }
+            }
+        };
+        let outcome = |response: &Response| match response.outcome {
+            Outcome::Allow => Ok(()),
+            Outcome::Cancelled => Err(Errno::EINTR),
+            _ => Err(Errno::EACCES),
+        };
+        let parked = finish.clone();
+        let waiter: crate::session::ask::Waiter =
+            Box::new(move |response: Arc<Response>| parked(outcome(&response)));
+        match self.authority.wait(&ask_id, waiter) {
+            Ok(None) => {}
+            // Answered before the wait was parked (the waiter was dropped).
+            Ok(Some(response)) => finish(outcome(&response)),
+            Err(error) => {
+                tracing::warn!(%error, "view: the ask vanished: refused");
+                finish(Err(Errno::EACCES))
+            }
+        }
+    }
+
+    /// The kernel interrupted request `unique`: its ask is withdrawn.
+    pub fn interrupt(&self, unique: u64) {
+        let rid = self.asking.lock().ok().and_then(|mut a| a.remove(&unique));
+        if let Some(rid) = rid {
+            let _ = self.authority.withdraw(&self.session, &rid);
+        }
+    }
+
+    fn lookup_at(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
+        let dir = self.nodes().dir(parent).ok_or(Errno::ENOENT)?;
+        let st = sys::stat_at(dir.as_raw_fd(), name).map_err(io_errno)?;
+        let dir_fd = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            Some(
+                sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
+                    .map_err(io_errno)?,
+            )
+        } else {
+            None
+        };
+        let ino = self
+            .nodes()
+            .looked_up(parent, name, (st.st_dev, st.st_ino), dir_fd);
+        Ok(attr(ino, &st))
+    }
+
+    /// An `O_PATH` descriptor of node `ino` itself.
+    fn node_fd(&self, ino: u64) -> Result<OwnedFd, Errno> {
+        let nodes = self.nodes();
+        if let Some(dir) = nodes.dir(ino) {
+            drop(nodes);
+            return sys::open_at(dir.as_raw_fd(), OsStr::new("."), libc::O_PATH, 0)
+                .map_err(io_errno);
+        }
+        let (dir, name) = nodes.at(ino).ok_or(Errno::ENOENT)?;
+        drop(nodes);
+        sys::path_fd(dir.as_raw_fd(), &name).map_err(io_errno)
+    }
+
+    fn getattr_of(&self, ino: u64) -> Result<FileAttr, Errno> {
+        let fd = self.node_fd(ino)?;
+        let st = sys::stat_fd(fd.as_raw_fd()).map_err(io_errno)?;
+        Ok(attr(ino, &st))
+    }
+
+    fn path_of(&self, ino: u64) -> Result<PathBuf, Errno> {
+        self.nodes().path(ino).ok_or(Errno::ENOENT)
+    }
+
+    fn child_path(&self, parent: u64, name: &OsStr) -> Result<PathBuf, Errno> {
+        if !is_plain_name(name) {
+            return Err(Errno::EINVAL);
+        }
+        self.nodes().child_path(parent, name).ok_or(Errno::ENOENT)
+    }
+
+    /// Gives what the daemon (root) just made to the caller.
+    fn give(&self, (uid, gid): (u32, u32), dir: &OwnedFd, name: &OsStr) {
+        if !self.give_to_caller || uid == 0 {
+            return;
+        }
+        if let Ok(fd) = sys::path_fd(dir.as_raw_fd(), name) {
+            if let Err(error) = sys::chown_fd(&fd, uid, gid) {
+                tracing::warn!(%error, "view: a new file could not be given to its creator");
+            }
+        }
+    }
+
+    /// Opens the real file and answers the kernel (passthrough when it can).
+    fn finish_open(&self, ino: u64, file: OwnedFd, reply: ReplyOpen) {
+        let fh = self.fh();
+        if self.passthrough.load(Ordering::Relaxed) {
+            match self.backing(ino, &file, |fd| reply.open_backing(fd)) {
+                Ok(id) => {
+                    self.files_insert(fh, file, ino, true);
+                    return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
+                }
+                Err(error) => self.fall_back(error),
+            }
+        }
+        self.files_insert(fh, file, ino, false);
+        reply.opened(FileHandle(fh), FopenFlags::empty())
+    }
+
+    fn files_insert(&self, fh: u64, file: OwnedFd, ino: u64, passthrough: bool) {
+        if let Ok(mut files) = self.files.lock() {
+            files.insert(
+                fh,
+                OpenFile {
+                    file,
+                    ino,
+                    passthrough,
+                },
+            );
+        }
+    }
+
+    /// The node's backing id, registered from `file` on its first open.
+    fn backing(
+        &self,
+        ino: u64,
+        file: &OwnedFd,
+        open_backing: impl FnOnce(&OwnedFd) -> std::io::Result<BackingId>,
+    ) -> std::io::Result<Arc<BackingId>> {
+        let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((id, users)) = backings.get_mut(&ino) {
+            *users += 1;
+            return Ok(Arc::clone(id));
+        }
+        let id = Arc::new(open_backing(file)?);
+        backings.insert(ino, (Arc::clone(&id), 1));
+        Ok(id)
+    }
+
+    fn fall_back(&self, error: std::io::Error) {
+        if !self.told_fallback.swap(true, Ordering::Relaxed) {
+            tracing::warn!(%error, "view: FUSE passthrough refused; file I/O is served by the daemon");
+        }
+        self.passthrough.store(false, Ordering::Relaxed);
+    }
+
+    fn release_file(&self, fh: u64) {
+        let file = self.files.lock().ok().and_then(|mut f| f.remove(&fh));
+        if let Some(file) = file {
+            if file.passthrough {
+                let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some((_, users)) = backings.get_mut(&file.ino) {
+                    *users -= 1;
+                    if *users == 0 {
+                        backings.remove(&file.ino);
+                    }
+                }
+            }
+        }
+    }
+
+    fn file_fd(&self, fh: u64) -> Option<i32> {
+        self.files
+            .lock()
+            .ok()
+            .and_then(|f| f.get(&fh).map(|o| o.file.as_raw_fd()))
+    }
+}
+
+impl Filesystem for ViewFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
+        let passthrough = config
+            .add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH)
+            .is_ok()
+            && config.set_max_stack_depth(2).is_ok();
+        self.inner.passthrough.store(passthrough, Ordering::Relaxed);
+        if !passthrough {
+            tracing::warn!(
+                "view: the kernel offers no FUSE passthrough; file I/O is served by the daemon"
+            );
+        }
+        Ok(())
+    }
+
+    fn interrupt(&self, _req: &Request, unique: fuser::RequestId, reply: ReplyEmpty) {
+        self.inner.interrupt(unique.into());
+        reply.ok();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if !is_plain_name(name) {
+            return reply.error(Errno::ENOENT);
+        }
+        match self.inner.lookup_at(parent.0, name) {
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inner.nodes().forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(fd) = fh.and_then(|fh| self.inner.file_fd(fh.0)) {
+            return match sys::stat_fd(fd) {
+                Ok(st) => reply.attr(&TTL, &attr(ino.0, &st)),
+                Err(e) => reply.error(io_errno(e)),
+            };
+        }
+        match self.inner.getattr_of(ino.0) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let path = match self.inner.path_of(ino.0) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let ino = ino.0;
+        let fh = fh.map(|f| f.0);
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let result = (|| -> Result<FileAttr, Errno> {
+                    let fd = inner.node_fd(ino)?;
+                    if let Some(mode) = mode {
+                        sys::chmod_fd(&fd, mode & 0o7777).map_err(io_errno)?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        sys::chown_fd(&fd, uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX))
+                            .map_err(io_errno)?;
+                    }
+                    if let Some(size) = size {
+                        match fh.and_then(|fh| inner.file_fd(fh)) {
+                            Some(file) => sys::ftruncate(file, size).map_err(io_errno)?,
+                            None => sys::truncate_fd(&fd, size).map_err(io_errno)?,
+                        }
+                    }
+                    if atime.is_some() || mtime.is_some() {
+                        let spec = |t: Option<TimeOrNow>| match t {
+                            None => libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: libc::UTIME_OMIT,
+                            },
+                            Some(TimeOrNow::Now) => libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: libc::UTIME_NOW,
+                            },
+                            Some(TimeOrNow::SpecificTime(t)) => {
+                                let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+                                libc::timespec {
+                                    tv_sec: d.as_secs() as libc::time_t,
+                                    tv_nsec: d.subsec_nanos() as libc::c_long,
+                                }
+                            }
+                        };
+                        sys::utimens_fd(&fd, [spec(atime), spec(mtime)]).map_err(io_errno)?;
+                    }
+                    let st = sys::stat_fd(fd.as_raw_fd()).map_err(io_errno)?;
+                    Ok(attr(ino, &st))
+                })();
+                match result {
+                    Ok(attr) => reply.attr(&TTL, &attr),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let Some((dir, name)) = self.inner.nodes().at(ino.0) else {
+            return reply.error(Errno::ENOENT);
+        };
+        match sys::readlink_at(dir.as_raw_fd(), &name) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name.to_os_string();
+        self.make(req, parent.0, name.clone(), reply, move |dir| {
+            sys::mknod_at(dir, &name, mode & !umask, rdev)
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name.to_os_string();
+        self.make(req, parent.0, name.clone(), reply, move |dir| {
+            sys::mkdir_at(dir, &name, mode & !umask)
+        });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let name = link_name.to_os_string();
+        let target = target.as_os_str().to_os_string();
+        self.make(req, parent.0, name.clone(), reply, move |dir| {
+            sys::symlink_at(&target, dir, &name)
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent.0, name, 0, reply);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent.0, name, libc::AT_REMOVEDIR, reply);
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (from, to) = match (
+            self.inner.child_path(parent.0, name),
+            self.inner.child_path(newparent.0, newname),
+        ) {
+            (Ok(from), Ok(to)) => (from, to),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        let (name, newname) = (name.to_os_string(), newname.to_os_string());
+        let (parent, newparent) = (parent.0, newparent.0);
+        let flags = flags.bits();
+        // Both ends are written: the old name goes, the new one appears
+        // (and, with RENAME_EXCHANGE, each gets the other's file).
+        self.inner.judged(
+            req,
+            vec![(from, Access::Write), (to, Access::Write)],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let (from_dir, to_dir) = {
+                    let nodes = inner.nodes();
+                    (nodes.dir(parent), nodes.dir(newparent))
+                };
+                let (Some(from_dir), Some(to_dir)) = (from_dir, to_dir) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                match sys::rename_at(
+                    from_dir.as_raw_fd(),
+                    &name,
+                    to_dir.as_raw_fd(),
+                    &newname,
+                    flags,
+                ) {
+                    Ok(()) => {
+                        inner.nodes().renamed(
+                            parent,
+                            &name,
+                            newparent,
+                            &newname,
+                            flags & libc::RENAME_EXCHANGE != 0,
+                        );
+                        reply.ok()
+                    }
+                    Err(e) => reply.error(io_errno(e)),
+                }
+            }),
+        );
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let (from, to) = match (
+            self.inner.path_of(ino.0),
+            self.inner.child_path(newparent.0, newname),
+        ) {
+            (Ok(from), Ok(to)) => (from, to),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        let newname = newname.to_os_string();
+        let (ino, newparent) = (ino.0, newparent.0);
+        // A new name for a file is a way to reach it: both the old name
+        // (read and write: the link gives both) and the new are judged.
+        self.inner.judged(
+            req,
+            vec![
+                (from.clone(), Access::Read),
+                (from, Access::Write),
+                (to, Access::Write),
+            ],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let result = (|| -> Result<FileAttr, Errno> {
+                    let fd = inner.node_fd(ino)?;
+                    let dir = inner.nodes().dir(newparent).ok_or(Errno::ENOENT)?;
+                    sys::link_fd(&fd, dir.as_raw_fd(), &newname).map_err(io_errno)?;
+                    inner.lookup_at(newparent, &newname)
+                })();
+                match result {
+                    Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let path = match self.inner.path_of(ino.0) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let flags = flags.0;
+        let accesses = open_accesses(flags)
+            .into_iter()
+            .map(|a| (path.clone(), a))
+            .collect();
+        let ino = ino.0;
+        self.inner.judged(
+            req,
+            accesses,
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let Some((dir, name)) = inner.nodes().at(ino) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                let open_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+                match sys::open_at(dir.as_raw_fd(), &name, open_flags, 0) {
+                    Ok(file) => inner.finish_open(ino, file, reply),
+                    Err(e) => reply.error(io_errno(e)),
+                }
+            }),
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let path = match self.inner.child_path(parent.0, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let mut accesses = vec![(path.clone(), Access::Write)];
+        if flags & libc::O_ACCMODE == libc::O_RDWR {
+            accesses.push((path, Access::Read));
+        }
+        let name = name.to_os_string();
+        let parent = parent.0;
+        let uid = req.uid();
+        let gid = req.gid();
+        self.inner.judged(
+            req,
+            accesses,
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let Some(dir) = inner.nodes().dir(parent) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                let file = match sys::open_at(
+                    dir.as_raw_fd(),
+                    &name,
+                    flags | libc::O_CREAT,
+                    mode & !umask,
+                ) {
+                    Ok(file) => file,
+                    Err(e) => return reply.error(io_errno(e)),
+                };
+                if inner.give_to_caller && uid != 0 {
+                    if let Err(error) = sys::chown_fd(&file, uid, gid) {
+                        tracing::warn!(%error, "view: a new file could not be given to its creator");
+                    }
+                }
+                let attr = match inner.lookup_at(parent, &name) {
+                    Ok(attr) => attr,
+                    Err(e) => return reply.error(e),
+                };
+                let ino = attr.ino.0;
+                let fh = inner.fh();
+                if inner.passthrough.load(Ordering::Relaxed) {
+                    match inner.backing(ino, &file, |fd| reply.open_backing(fd)) {
+                        Ok(id) => {
+                            inner.files_insert(fh, file, ino, true);
+                            return reply.created_passthrough(
+                                &TTL,
+                                &attr,
+                                Generation(0),
+                                FileHandle(fh),
+                                FopenFlags::empty(),
+                                &id,
+                            );
+                        }
+                        Err(error) => inner.fall_back(error),
+                    }
+                }
+                inner.files_insert(fh, file, ino, false);
+                reply.created(&TTL, &attr, Generation(0), FileHandle(fh), FopenFlags::empty())
+            }),
+        );
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(fd) = self.inner.file_fd(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        match sys::pread(fd, size as usize, offset) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some(fd) = self.inner.file_fd(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        match sys::pwrite(fd, data, offset) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Writes are never buffered here: nothing to flush, and ENOSYS
+        // tells the kernel not to send a FLUSH at every close again.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.inner.release_file(fh.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.inner.file_fd(fh.0) {
+            Some(fd) => match sys::fsync(fd, datasync) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(io_errno(e)),
+            },
+            None => reply.error(Errno::EBADF),
+        }
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let path = match self.inner.path_of(ino.0) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let ino = ino.0;
+        self.inner.judged(
+            req,
+            vec![(path, Access::Read)],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let Some(dir) = inner.nodes().dir(ino) else {
+                    return reply.error(Errno::ENOTDIR);
+                };
+                let listing = match list(&dir) {
+                    Ok(listing) => listing,
+                    Err(e) => return reply.error(io_errno(e)),
+                };
+                let fh = inner.fh();
+                if let Ok(mut listings) = inner.listings.lock() {
+                    listings.insert(fh, listing);
+                }
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }),
+        );
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let listings = self
+            .inner
+            .listings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(listing) = listings.get(&fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        let mut index = offset as usize;
+        if index == 0 {
+            if reply.add(ino, 1, FileType::Directory, ".") {
+                return reply.ok();
+            }
+            index = 1;
+        }
+        if index == 1 {
+            if reply.add(ino, 2, FileType::Directory, "..") {
+                return reply.ok();
+            }
+            index = 2;
+        }
+        for (i, (name, kind, backing_ino)) in listing.iter().enumerate().skip(index - 2) {
+            if reply.add(INodeNo(*backing_ino), (i + 3) as u64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut listings) = self.inner.listings.lock() {
+            listings.remove(&fh.0);
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let Some(dir) = self.inner.nodes().dir(ROOT) else {
+            return reply.error(Errno::EIO);
+        };
+        match sys::statfs(dir.as_raw_fd()) {
+            Ok(st) => reply.statfs(
+                st.f_blocks,
+                st.f_bfree,
+                st.f_bavail,
+                st.f_files,
+                st.f_ffree,
+                st.f_bsize as u32,
+                st.f_namemax as u32,
+                st.f_frsize as u32,
+            ),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let path = match self.inner.path_of(ino.0) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let (name, value, ino) = (name.to_os_string(), value.to_vec(), ino.0);
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                let result = verdict.and_then(|()| {
+                    let fd = inner.node_fd(ino)?;
+                    sys::set_xattr(&fd, &name, &value, flags).map_err(io_errno)
+                });
+                match result {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let fd = match self.inner.node_fd(ino.0) {
+            Ok(fd) => fd,
+            Err(e) => return reply.error(e),
+        };
+        let mut buf = vec![0u8; size as usize];
+        match sys::get_xattr(&fd, name, &mut buf) {
+            Ok(n) if size == 0 => reply.size(n as u32),
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let fd = match self.inner.node_fd(ino.0) {
+            Ok(fd) => fd,
+            Err(e) => return reply.error(e),
+        };
+        let mut buf = vec![0u8; size as usize];
+        match sys::list_xattr(&fd, &mut buf) {
+            Ok(n) if size == 0 => reply.size(n as u32),
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(io_errno(e)),
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let path = match self.inner.path_of(ino.0) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let (name, ino) = (name.to_os_string(), ino.0);
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                let result = verdict.and_then(|()| {
+                    let fd = inner.node_fd(ino)?;
+                    sys::remove_xattr(&fd, &name).map_err(io_errno)
+                });
+                match result {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match self.inner.file_fd(fh.0) {
+            Some(fd) => match sys::fallocate(fd, mode, offset, length) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(io_errno(e)),
+            },
+            None => reply.error(Errno::EBADF),
+        }
+    }
+}
+
+impl ViewFs {
+    /// mknod, mkdir, symlink: a write of the new name, then `make`.
+    fn make(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: OsString,
+        reply: ReplyEntry,
+        make: impl FnOnce(i32) -> std::io::Result<()> + Send + 'static,
+    ) {
+        let path = match self.inner.child_path(parent, &name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let (uid, gid) = (req.uid(), req.gid());
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let Some(dir) = inner.nodes().dir(parent) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                if let Err(e) = make(dir.as_raw_fd()) {
+                    return reply.error(io_errno(e));
+                }
+                inner.give((uid, gid), &dir, &name);
+                match inner.lookup_at(parent, &name) {
+                    Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
+    /// unlink, rmdir: a write of the name.
+    fn remove(&self, req: &Request, parent: u64, name: &OsStr, flags: i32, reply: ReplyEmpty) {
+        let path = match self.inner.child_path(parent, name) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        let name = name.to_os_string();
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                if let Err(e) = verdict {
+                    return reply.error(e);
+                }
+                let Some(dir) = inner.nodes().dir(parent) else {
+                    return reply.error(Errno::ENOENT);
+                };
+                match sys::unlink_at(dir.as_raw_fd(), &name, flags) {
+                    Ok(()) => {
+                        inner.nodes().unlinked(parent, &name);
+                        reply.ok()
+                    }
+                    Err(e) => reply.error(io_errno(e)),
+                }
+            }),
+        );
+    }
+}
+
+/// A directory's entries (without `.` and `..`), read from a fresh
+/// descriptor of it.
+fn list(dir: &OwnedFd) -> std::io::Result<Listing> {
+    let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        let kind = match entry.file_type() {
+            Ok(t) if t.is_dir() => FileType::Directory,
+            Ok(t) if t.is_symlink() => FileType::Symlink,
+            Ok(t) if t.is_file() => FileType::RegularFile,
+            Ok(_) => FileType::NamedPipe,
+            Err(_) => FileType::RegularFile,
+        };
+        entries.push((entry.file_name(), kind, entry.ino()));
+    }
+    Ok(entries)
+}
