@@ -463,9 +463,14 @@ impl Inner {
 impl Filesystem for ViewFs {
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
         let _ = config.add_capabilities(fuser::InitFlags::FUSE_PARALLEL_DIROPS);
-        let passthrough = config
-            .add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH)
-            .is_ok()
+        // PERMFS_VIEW_NO_PASSTHROUGH=1 serves file I/O through the daemon
+        // even where passthrough works: what an unprivileged daemon gets,
+        // measured and tested on a kernel that has it.
+        let refused = std::env::var_os("PERMFS_VIEW_NO_PASSTHROUGH").is_some_and(|v| v == "1");
+        let passthrough = !refused
+            && config
+                .add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH)
+                .is_ok()
             && config.set_max_stack_depth(2).is_ok();
         self.inner.passthrough.store(passthrough, Ordering::Relaxed);
         if !passthrough {
