@@ -197,6 +197,14 @@ impl Drop for Daemon {
                 .arg(&self.mountpoint)
                 .status();
         }
+        // Enforcement views the daemon could not take down itself (it was
+        // killed, say).
+        let views = self.state_dir.join("views");
+        for entry in std::fs::read_dir(&views).into_iter().flatten().flatten() {
+            if is_mounted(&entry.path()) {
+                let _ = Command::new("umount").arg("-l").arg(entry.path()).status();
+            }
+        }
     }
 }
 

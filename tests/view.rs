@@ -1,0 +1,472 @@
+//! The enforcement view from inside `permfs run`: a shell, Python and a
+//! small C program (raw `openat`, `openat2`, `O_PATH` reopen, `link`,
+//! `rename`, `symlink`, `truncate`, `mmap`, `open_by_handle_at`, `mount`),
+//! as root and as another uid; rule deny and allow, an ask answered
+//! `allow`, `deny` and `allow session` (a grant answering the next open),
+//! a revoke mid-run, a timeout, an interrupted open, and the ways around
+//! the view a program might try.
+//!
+//! They need bubblewrap and root (the daemon must be root to hand the
+//! kernel passthrough files, and `permfs run --uid` needs it) and say so
+//! and pass vacuously without them.
+
+mod common;
+
+use common::{bwrap_works, eventually, Daemon};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const CONFIG: &str = r#"{
+  "permission": {
+    "*": "ask",
+    "path": {"*.env": "deny", "*.secret": {"action": "deny", "reason": "secrets stay out of agents"}},
+    "path_read": {"*.ask": "ask"},
+    "path_write": {"*.lock": "ask"},
+    "external_directory": "ask"
+  }
+}"#;
+
+fn root_and_bwrap() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the view tests need root");
+        return false;
+    }
+    bwrap_works()
+}
+
+fn work(daemon: &Daemon) -> PathBuf {
+    daemon
+        .dir
+        .path()
+        .join("work")
+        .canonicalize()
+        .expect("work dir")
+}
+
+/// A daemon whose main cwd holds `.env`, `notes.secret`, `a.txt`,
+/// `x.ask` and the C probe.
+fn daemon(config: &str) -> Daemon {
+    let daemon = Daemon::start(config, None);
+    let work = work(&daemon);
+    std::fs::write(work.join(".env"), "SECRET=1\n").expect(".env");
+    std::fs::write(work.join("notes.secret"), "s\n").expect("secret");
+    std::fs::write(work.join("a.txt"), "hello\n").expect("a.txt");
+    std::fs::write(work.join("x.ask"), "asked\n").expect("x.ask");
+    for path in [daemon.dir.path(), work.as_path()] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("mode");
+    }
+    for name in [".env", "notes.secret", "a.txt", "x.ask"] {
+        std::fs::set_permissions(work.join(name), std::fs::Permissions::from_mode(0o666))
+            .expect("mode");
+    }
+    compile_probe(&work);
+    daemon
+}
+
+/// The C probe: `probe OP PATH [PATH2]` prints `OP=ok` or `OP=<errno>`.
+const PROBE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/openat2.h>
+static int done(const char *op, int rc) {
+  if (rc < 0) printf("%s=%s\n", op, strerrorname_np(errno)); else printf("%s=ok\n", op);
+  return 0;
+}
+int main(int argc, char **argv) {
+  const char *op = argv[1], *p = argv[2], *q = argc > 3 ? argv[3] : "";
+  char buf[64];
+  if (!strcmp(op, "openat")) { int fd = openat(AT_FDCWD, p, O_RDONLY); if (fd >= 0 && read(fd, buf, 1) < 0) fd = -1; return done(op, fd); }
+  if (!strcmp(op, "openat2")) { struct open_how how = {.flags = O_RDONLY, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH}; return done(op, syscall(SYS_openat2, AT_FDCWD, p, &how, sizeof how)); }
+  if (!strcmp(op, "reopen")) { int fd = open(p, O_PATH); if (fd < 0) return done(op, fd); char proc[64]; snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd); int r = open(proc, O_RDONLY); if (r >= 0 && read(r, buf, 1) < 0) r = -1; return done(op, r); }
+  if (!strcmp(op, "write")) { int fd = openat(AT_FDCWD, p, O_WRONLY | O_CREAT | O_TRUNC, 0644); if (fd >= 0 && write(fd, "x", 1) != 1) fd = -1; return done(op, fd); }
+  if (!strcmp(op, "link")) return done(op, link(p, q));
+  if (!strcmp(op, "rename")) return done(op, rename(p, q));
+  if (!strcmp(op, "symlink")) return done(op, symlink(p, q));
+  if (!strcmp(op, "truncate")) return done(op, truncate(p, 0));
+  if (!strcmp(op, "mmap")) { int fd = open(p, O_RDONLY); if (fd < 0) return done(op, fd); char *m = mmap(0, 4096, PROT_READ, MAP_PRIVATE, fd, 0); if (m == MAP_FAILED) return done(op, -1); printf("mmap=ok:%c\n", m[0]); return 0; }
+  if (!strcmp(op, "handle")) { struct file_handle *h = malloc(sizeof *h + 128); h->handle_bytes = 128; int mnt; int rc = syscall(SYS_name_to_handle_at, AT_FDCWD, p, h, &mnt, 0); if (rc < 0) return done(op, rc); return done(op, syscall(SYS_open_by_handle_at, AT_FDCWD, h, O_RDONLY)); }
+  if (!strcmp(op, "bind")) return done(op, mount(p, q, NULL, MS_BIND, NULL));
+  printf("%s=unknown-op\n", op);
+  return 2;
+}
+"#;
+
+fn compile_probe(work: &Path) {
+    let source = work.join("probe.c");
+    std::fs::write(&source, PROBE).expect("probe source");
+    let status = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(work.join("probe"))
+        .arg(&source)
+        .status()
+        .expect("cc runs");
+    assert!(status.success(), "the C probe compiles");
+}
+
+fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
+    command
+        .arg("run")
+        .arg("--mount")
+        .arg(&daemon.mountpoint)
+        .args(args)
+        .current_dir(work(daemon))
+        .env("PERMFS_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
+fn run_script(daemon: &Daemon, args: &[&str], script: &str) -> Output {
+    permfs_run(daemon, args)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("permfs run runs")
+}
+
+fn field(output: &str, key: &str) -> Option<String> {
+    output.lines().find_map(|l| {
+        l.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('='))
+            .map(str::to_string)
+    })
+}
+
+/// A `permfs run` in the background, killed when the test ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What every program in the sandbox meets: each way to the denied file
+/// is refused, the allowed ones work.
+const BYPASSES: &str = r#"
+cd "$PWD"
+echo "cat=$(cat .env 2>/dev/null || echo denied)"
+echo "cat_secret=$(cat notes.secret 2>/dev/null || echo denied)"
+echo "cat_ok=$(cat a.txt)"
+python3 - <<'PY'
+import os, errno
+def t(name, f):
+    try:
+        f(); print(f"py_{name}=ok")
+    except OSError as e:
+        print(f"py_{name}={errno.errorcode[e.errno]}")
+t("open", lambda: open(".env").read())
+t("open_rw", lambda: open("a.txt", "r+").read())
+t("proc_root", lambda: open(f"/proc/self/root{os.getcwd()}/.env").read())
+t("proc_cwd", lambda: open(f"/proc/{os.getpid()}/cwd/.env").read())
+t("write_config", lambda: open(".permfs/config.json", "w").write("{}"))
+t("write_claude", lambda: open(".claude/settings.json", "w").write("{}"))
+t("rename_into_permfs", lambda: os.rename("a.txt", ".permfs/x"))
+t("new_file", lambda: open("made.txt", "w").write("x"))
+PY
+./probe openat .env; ./probe openat2 .env; ./probe reopen .env; ./probe openat a.txt
+./probe link .env linked; ./probe rename .env moved; ./probe truncate .env
+./probe symlink .env via-link; ./probe openat via-link
+./probe symlink "$PWD/.." up; ./probe openat "up/$(basename "$PWD")/.env"
+./probe mmap a.txt; ./probe handle .env; ./probe bind / "$PWD/made-dir"
+./probe write new.lock.txt
+echo "dotdot=$(ls "$PWD/.." | tr '\n' ' ')"
+"#;
+
+fn assert_bypasses_refused(out: &str) {
+    let get = |k: &str| field(out, k).unwrap_or_else(|| panic!("{k} in {out}"));
+    assert_eq!(get("cat"), "denied");
+    assert_eq!(get("cat_secret"), "denied");
+    assert_eq!(get("cat_ok"), "hello");
+    for key in [
+        "py_open",
+        "py_proc_root",
+        "py_proc_cwd",
+        "py_write_config",
+        "py_write_claude",
+    ] {
+        assert!(
+            ["EACCES", "EROFS", "EPERM"].contains(&get(key).as_str()),
+            "{key}: {out}"
+        );
+    }
+    assert_eq!(get("py_rename_into_permfs"), "EXDEV", "a bind point: {out}");
+    assert_eq!(get("py_open_rw"), "ok");
+    assert_eq!(get("py_new_file"), "ok");
+    for key in ["openat", "openat2", "reopen", "link", "rename", "truncate"] {
+        // The first `openat` line is the denied file's.
+        assert_eq!(get(key), "EACCES", "{key}: {out}");
+    }
+    // The symlink is made (a name like any), but reading through it is
+    // judged at its target.
+    assert_eq!(get("symlink"), "ok", "{out}");
+    let opens: Vec<&str> = out.lines().filter(|l| l.starts_with("openat=")).collect();
+    assert_eq!(
+        opens,
+        [
+            "openat=EACCES",
+            "openat=ok",
+            "openat=EACCES",
+            "openat=EACCES"
+        ],
+        "{out}"
+    );
+    assert!(get("mmap").starts_with("ok:h"), "{out}");
+    assert_ne!(get("handle"), "ok", "{out}");
+    assert_ne!(get("bind"), "ok", "{out}");
+    assert_eq!(
+        get("write"),
+        "ok",
+        "a path rule that does not match writes freely: {out}"
+    );
+}
+
+#[test]
+fn every_way_to_a_denied_file_is_refused_and_the_rest_works() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let output = run_script(&daemon, &[], BYPASSES);
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_bypasses_refused(&out);
+    // Nothing asked, and the real files are untouched.
+    assert!(daemon.inbox("main").is_empty());
+    let work = work(&daemon);
+    assert_eq!(
+        std::fs::read_to_string(work.join(".env")).expect(".env"),
+        "SECRET=1\n"
+    );
+    assert!(!work.join("linked").exists() && !work.join("moved").exists());
+    // Each deny is in the audit log with the rule, the path and the program.
+    let lines = daemon.audit_lines();
+    let denied = lines
+        .iter()
+        .find(|l| {
+            l["event"] == "view-denied"
+                && l["command"].as_str().is_some_and(|c| c.starts_with("cat"))
+        })
+        .unwrap_or_else(|| panic!("a view-denied line for cat in {lines:?}"));
+    assert!(
+        denied["why"].as_str().is_some_and(|w| w.contains("*.env")),
+        "{denied}"
+    );
+    assert!(denied["accesses"][0]["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("/.env")));
+    let secret = lines
+        .iter()
+        .find(|l| {
+            l["event"] == "view-denied"
+                && l["accesses"][0]["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with(".secret"))
+        })
+        .expect("the secret's deny");
+    assert!(
+        secret["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("secrets stay out")),
+        "{secret}"
+    );
+}
+
+#[test]
+fn another_uid_meets_the_same_view_and_owns_what_it_makes() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let output = run_script(&daemon, &["--uid", "65534", "--name", "nobody"], BYPASSES);
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_bypasses_refused(&out);
+    let made = std::fs::metadata(work(&daemon).join("made.txt")).expect("made inside");
+    assert_eq!(
+        made.uid(),
+        65534,
+        "a file made through the view is its maker's"
+    );
+    // The kernel's own permission check still holds for the uid.
+    std::fs::set_permissions(
+        work(&daemon).join("a.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("mode");
+    let output = run_script(
+        &daemon,
+        &["--uid", "65534", "--name", "nobody2"],
+        "cat a.txt 2>&1; echo rc=$?",
+    );
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(field(&out, "rc").as_deref(), Some("1"), "{out}");
+}
+
+/// Waits for one ask in main's inbox and returns its id and its text.
+fn next_ask(daemon: &Daemon) -> (String, String) {
+    let mut found = None;
+    eventually("an ask in main's inbox", || {
+        found = daemon.inbox("main").into_iter().next();
+        found.is_some()
+    });
+    let id = found.expect("an ask");
+    let text = std::fs::read_to_string(daemon.session("main").join("inbox").join(&id))
+        .expect("inbox entry");
+    (id, text)
+}
+
+fn answer(daemon: &Daemon, id: &str, text: &str) {
+    std::fs::write(daemon.session("main").join("inbox").join(id), text).expect("answered");
+}
+
+#[test]
+fn an_open_that_asks_waits_for_a_person_and_a_grant_answers_the_next() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let work = work(&daemon);
+    let marker = work.join("step");
+    // Each step waits until the test writes its number into `step`.
+    let script = r#"
+      step() { while [ "$(cat step 2>/dev/null)" != "$1" ]; do sleep 0.05; done; }
+      step 1; echo "first=$(cat x.ask 2>/dev/null || echo refused)"
+      step 2; echo "second=$(python3 -c 'print(open("x.ask").read().strip())' 2>/dev/null || echo refused)"
+      step 3; echo "third=$(cat x.ask 2>/dev/null || echo refused)"
+      step 4; echo "granted=$(cat x.ask 2>/dev/null || echo refused)"
+      step 5; echo "revoked=$(cat x.ask 2>/dev/null || echo refused)"
+      echo done=1
+    "#;
+    let child = permfs_run(&daemon, &[])
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    let mut running = Running(child);
+    let step = |n: u32| std::fs::write(&marker, n.to_string()).expect("step");
+
+    step(1);
+    let (id, text) = next_ask(&daemon);
+    assert!(text.contains("x.ask") && text.contains("read"), "{text}");
+    assert!(text.contains("cat"), "the opening program is named: {text}");
+    answer(&daemon, &id, "allow");
+
+    eventually("the first open is answered", || {
+        daemon.inbox("main").is_empty()
+    });
+    step(2);
+    let (id, text) = next_ask(&daemon);
+    assert!(text.contains("python3"), "{text}");
+    answer(&daemon, &id, "deny not this one");
+
+    eventually("the second open is answered", || {
+        daemon.inbox("main").is_empty()
+    });
+    step(3);
+    let (id, _) = next_ask(&daemon);
+    answer(
+        &daemon,
+        &id,
+        &format!("allow session {}/*.ask", work.display()),
+    );
+
+    eventually("the grant is recorded", || {
+        daemon.inbox("main").is_empty() && !daemon.listing("main", "grants").is_empty()
+    });
+    step(4);
+    // The grant answers the next open: nothing is asked.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "a granted open asks nobody"
+    );
+    let grants = daemon.listing("main", "grants");
+    for grant in &grants {
+        std::fs::remove_file(daemon.session("main").join("grants").join(grant)).expect("revoked");
+    }
+    step(5);
+    let (id, _) = next_ask(&daemon);
+    answer(&daemon, &id, "deny");
+
+    let child = &mut running.0;
+    let status = child.wait().expect("exits");
+    let mut out = String::new();
+    use std::io::Read;
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("output");
+    assert!(status.success(), "{out}");
+    assert_eq!(field(&out, "first").as_deref(), Some("asked"), "{out}");
+    assert_eq!(field(&out, "second").as_deref(), Some("refused"), "{out}");
+    assert_eq!(field(&out, "third").as_deref(), Some("asked"), "{out}");
+    assert_eq!(field(&out, "granted").as_deref(), Some("asked"), "{out}");
+    assert_eq!(
+        field(&out, "revoked").as_deref(),
+        Some("refused"),
+        "a revoke holds mid-run: {out}"
+    );
+}
+
+#[test]
+fn an_unanswered_open_times_out_and_an_interrupted_one_is_withdrawn() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let config = CONFIG.replace(
+        "\"external_directory\": \"ask\"\n  }",
+        "\"external_directory\": \"ask\"\n  },\n  \"forwardingTimeoutMs\": 1500",
+    );
+    let daemon = daemon(&config);
+    let started = Instant::now();
+    let output = run_script(&daemon, &[], "cat x.ask 2>/dev/null; echo rc=$?");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        field(&out, "rc").as_deref(),
+        Some("1"),
+        "a timeout refuses: {out}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "it waited for the timeout"
+    );
+
+    let output = run_script(
+        &daemon,
+        &[],
+        "timeout -s INT 0.7 cat x.ask 2>/dev/null; echo rc=$?",
+    );
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(field(&out, "rc").as_deref(), Some("124"), "{out}");
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "the interrupted open's ask is withdrawn"
+    );
+}
+
+#[test]
+fn no_view_binds_the_cwd_plainly_and_says_so() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let output = run_script(&daemon, &["--no-view"], "cat .env");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "SECRET=1\n");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("without judgment"),
+        "{output:?}"
+    );
+}
