@@ -21,6 +21,7 @@ fn main() {
         Command::Hook(args) => permfs::cli::hook::run(args),
         Command::Run(args) => permfs::cli::run::run(args),
         Command::JudgeReaper(args) => permfs::session::reaper::run(args.lifeline, &args.command),
+        Command::Wall(args) => permfs::cli::wall::run(args),
         Command::Trust(args) => permfs::cli::trust::run(args),
     };
     std::process::exit(code);

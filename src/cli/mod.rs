@@ -14,6 +14,7 @@ pub mod resolve;
 pub mod run;
 pub mod trust;
 pub mod untrusted;
+pub mod wall;
 
 use clap::{Parser, Subcommand};
 
@@ -57,6 +58,10 @@ pub enum Command {
     /// everything it started when the review ends (the daemon starts it).
     #[command(hide = true)]
     JudgeReaper(JudgeReaperArgs),
+    /// Internal: applies `permfs run`'s Landlock wall inside the sandbox,
+    /// then execs the command.
+    #[command(hide = true)]
+    Wall(wall::WallArgs),
 }
 
 #[derive(Debug, clap::Args)]

@@ -114,8 +114,14 @@ pub struct Sandbox {
     /// Enforcement views: (root, the view's mount point on the host),
     /// each bound at its root's own path. Empty with `--no-view`.
     pub views: Vec<(PathBuf, PathBuf)>,
+    /// This `permfs` binary on the host, bound in to apply the Landlock
+    /// wall (`permfs wall`) before the command; `None` with `--no-view`.
+    pub wall: Option<PathBuf>,
     pub command: Vec<OsString>,
 }
+
+/// Where the `permfs` binary appears inside the sandbox for the wall.
+const WALL_PATH: &str = "/run/permfs/permfs";
 
 /// A top-level entry of the cwd the sandbox may not write. The entry
 /// itself is bound (not the file in it): a bind mount point cannot be
@@ -218,6 +224,13 @@ fn start(args: RunArgs) -> Result<i32, String> {
             .map(PathBuf::from)
             .filter(|home| home.is_absolute()),
         protected,
+        wall: if views.is_empty() {
+            None
+        } else {
+            Some(std::env::current_exe().map_err(|e| {
+                format!("cannot find the permfs binary for the sandbox's wall: {e}")
+            })?)
+        },
         views,
         command: args.command,
     };
@@ -668,9 +681,45 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
             "1".as_ref(),
         ]);
     }
+    if let Some(exe) = &sandbox.wall {
+        push(&["--ro-bind".as_ref(), exe.as_ref(), WALL_PATH.as_ref()]);
+    }
     push(&["--chdir".as_ref(), sandbox.cwd.as_ref(), "--".as_ref()]);
+    if sandbox.wall.is_some() {
+        args.extend(wall_words(sandbox));
+    }
     args.extend(sandbox.command.iter().cloned());
     args
+}
+
+/// `permfs wall --read … --write … --`: what the Landlock wall leaves
+/// reachable inside the sandbox. Reading and running: the system
+/// directories, `/proc`, the wall's own binary, the resolver's file.
+/// Writing too: the views, the session directory, `/tmp`, `/dev`, the home
+/// directory and pi's agent dir (both throwaway or read-only binds where
+/// they are not views).
+fn wall_words(sandbox: &Sandbox) -> Vec<OsString> {
+    let mut words: Vec<OsString> = vec![WALL_PATH.into(), "wall".into()];
+    let mut read: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+    read.push("/proc".into());
+    read.push("/run/permfs".into());
+    if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf") {
+        read.push(target);
+    }
+    let mut write: Vec<PathBuf> = sandbox.views.iter().map(|(root, _)| root.clone()).collect();
+    write.extend([SESSION_PATH, "/tmp", "/dev"].map(PathBuf::from));
+    write.extend(sandbox.home.iter().cloned());
+    if let Some(pi) = &sandbox.pi {
+        write.push(pi.agent_dir.clone());
+    }
+    for dir in read {
+        words.extend(["--read".into(), dir.into_os_string()]);
+    }
+    for dir in write {
+        words.extend(["--write".into(), dir.into_os_string()]);
+    }
+    words.push("--".into());
+    words
 }
 
 /// The spawned child session; dropping it ends the session, so no error
@@ -1011,6 +1060,7 @@ mod tests {
             home: Some(PathBuf::from("/home/u")),
             protected: Vec::new(),
             views: Vec::new(),
+            wall: None,
             command: vec!["sh".into(), "-c".into(), "true".into()],
         }
     }
