@@ -47,8 +47,12 @@ pub enum Command {
     /// the decision on stdout (never `allow` unless permfs allowed).
     Hook(hook::HookArgs),
     /// Run COMMAND in a bubblewrap sandbox as a new child session: it sees
-    /// the session at /permfs, its cwd at the same path, the system
-    /// read-only, nothing else of the mount; the session ends with it.
+    /// the session at /permfs, its cwd at the same path through the
+    /// enforcement view (every open, create, rename, link and unlink judged
+    /// by the session: deny is EACCES, ask waits for an answer; --no-view
+    /// binds it plainly), the system read-only under a Landlock wall,
+    /// nothing else of the mount; the session ends with it. The view does
+    /// not see the network, processes or devices.
     Run(run::RunArgs),
     /// Trust a project's layers (its .permfs/, .pi/ configs and agent
     /// files) as they are now, so their allow rules count; pinned by
