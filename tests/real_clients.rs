@@ -18,7 +18,9 @@
 mod common;
 
 use common::{eventually, Daemon};
+use permfs::cli::hook_event::tool_map;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -169,6 +171,49 @@ impl ModelServer {
         results
     }
 
+    /// Every tool the CLI offered its model, in the main conversation and
+    /// in a sub-agent's, named as the CLI's hooks name them: Anthropic's
+    /// `tools[].name` and the deferred tools Claude Code lists by name for
+    /// `ToolSearch` to load; OpenAI's function tools, a namespace's tools
+    /// with the namespace glued on (`multi_agent_v1spawn_agent`, as Codex's
+    /// hooks send them), and a hosted tool without a name by its type.
+    fn offered_tools(&self) -> BTreeMap<String, BTreeSet<&'static str>> {
+        let mut offered: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
+        for request in self.requests() {
+            let body = &request.body;
+            let who = if is_subagent_request(body) {
+                "sub-agent"
+            } else {
+                "main"
+            };
+            let mut names = Vec::new();
+            for tool in body["tools"].as_array().into_iter().flatten() {
+                let name = tool["name"].as_str();
+                match (tool["type"].as_str(), name) {
+                    (Some("namespace"), Some(namespace)) => {
+                        for inner in tool["tools"].as_array().into_iter().flatten() {
+                            if let Some(inner) = inner["name"].as_str() {
+                                names.push(format!("{namespace}{inner}"));
+                            }
+                        }
+                    }
+                    (_, Some(name)) => names.push(name.to_string()),
+                    (Some(kind), None) => names.push(kind.to_string()),
+                    (None, None) => names.push(format!("<a tool without name or type: {tool}>")),
+                }
+            }
+            let mut texts = Vec::new();
+            all_strings(body, &mut texts);
+            for text in texts {
+                names.extend(deferred_tools(text));
+            }
+            for name in names {
+                offered.entry(name).or_default().insert(who);
+            }
+        }
+        offered
+    }
+
     /// Everything the model was sent, as one string (for "the secret never
     /// got there").
     fn everything(&self) -> String {
@@ -199,6 +244,47 @@ fn text_of(content: &Value) -> String {
             .join("\n"),
         other => other.to_string(),
     }
+}
+
+/// Whether a model request is a sub-agent's: Claude Code's starts with
+/// the sub-agent's task; Codex's input holds it as a message.
+fn is_subagent_request(body: &Value) -> bool {
+    body["messages"][0].to_string().contains(SUBAGENT_TASK)
+        || body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|item| item["type"] == "message" && item.to_string().contains(SUBAGENT_TASK))
+}
+
+/// Every string in a JSON value.
+fn all_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|v| all_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| all_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The tools Claude Code names in a system message for `ToolSearch` to
+/// load ("The following deferred tools are now available via ToolSearch.
+/// …:" then one name a line): callable once loaded, so offered all the same.
+fn deferred_tools(text: &str) -> Vec<String> {
+    let Some(at) = text.find("deferred tools are now available") else {
+        return Vec::new();
+    };
+    let rest = &text[at..];
+    let Some(list) = rest.find(":\n").map(|colon| &rest[colon + 2..]) else {
+        return Vec::new();
+    };
+    list.lines()
+        .map(str::trim)
+        .take_while(|line| {
+            !line.is_empty() && line.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// Reads one HTTP request (a Content-Length or chunked body), answers it
@@ -314,7 +400,7 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
         .filter(|b| b["type"] == "tool_result")
         .count();
     let has_result = results >= script.calls.max(1);
-    let in_subagent = body["messages"][0].to_string().contains(SUBAGENT_TASK);
+    let in_subagent = is_subagent_request(body);
     let call = match (has_result, script.via_subagent && !in_subagent) {
         (true, _) => None,
         (false, true) if offers("Agent") => Some((
@@ -379,9 +465,7 @@ fn openai_answer(body: &Value, script: &Script) -> String {
         .iter()
         .filter(|i| i["type"] == "function_call_output")
         .collect();
-    let in_subagent = items
-        .iter()
-        .any(|i| i["type"] == "message" && i.to_string().contains(SUBAGENT_TASK));
+    let in_subagent = is_subagent_request(body);
     let call = |namespace: Option<&str>, name: &str, arguments: Value| {
         let mut item = json!({"type": "function_call", "name": name,
                               "call_id": format!("call_permfs_{}", outputs.len()),
@@ -566,6 +650,37 @@ impl World {
             self.cli.name(),
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    /// Adds a second `PreToolUse` hook beside permfs's that appends each
+    /// event it gets to a file (and decides nothing), so that a test sees
+    /// the tool names the CLI really hands its hooks; returns the file.
+    fn record_hook_events(&self) -> PathBuf {
+        let settings = match self.cli {
+            Cli::Claude => self.home.path().join(".claude/settings.json"),
+            Cli::Codex => self.codex_home().join("hooks.json"),
+        };
+        let events = self.home.path().join("hook-events.jsonl");
+        let text = std::fs::read_to_string(&settings).expect("the hooks were installed");
+        let mut config: Value = serde_json::from_str(&text).expect("settings are JSON");
+        let recorder = json!({"hooks": [{"type": "command",
+            "command": format!("{{ cat; echo; }} >> '{}'", events.display())}]});
+        config["hooks"]["PreToolUse"]
+            .as_array_mut()
+            .expect("PreToolUse hooks")
+            .push(recorder);
+        std::fs::write(&settings, config.to_string()).expect("settings written");
+        events
+    }
+
+    /// The tool names the recorder of [`World::record_hook_events`] saw.
+    fn hooked_tools(events: &Path) -> BTreeSet<String> {
+        std::fs::read_to_string(events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|event| event["tool_name"].as_str().map(str::to_string))
+            .collect()
     }
 
     /// Makes the hooks name a copy of permfs (`install_hooks` after this
@@ -1175,4 +1290,72 @@ fn measure_the_client_seen_overhead() {
             ms(with) / ms(without)
         );
     }
+}
+
+// ---- the tool maps against the real tool lists ---------------------------
+
+/// Every tool the installed CLI offers its model (and a sub-agent's model:
+/// Claude Code's `Agent`, Codex's `multi_agent_v1` tools) is in permfs's
+/// tool map (`src/cli/hook_event.rs`): judged on a surface with its path or
+/// command, or deliberately asked on its own surface. A tool a new version
+/// adds fails here by name, so a version bump cannot drift unnoticed. The
+/// names the hooks really received for the calls made (a recorder hook
+/// beside permfs's) are checked too.
+#[test]
+fn every_tool_the_cli_offers_is_in_permfs_s_tool_map() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "echo permfs-tools") else {
+            return;
+        };
+        world.model.via_subagent();
+        world.install_hooks();
+        let events = world.record_hook_events();
+        let output = world.run("delegate it");
+        let offered = world.model.offered_tools();
+        let offered_to = |who: &str| {
+            offered
+                .iter()
+                .filter(|(_, whom)| whom.contains(who))
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+        };
+        let (main, sub) = (offered_to("main"), offered_to("sub-agent"));
+        eprintln!("{}: main offered {main:?}", cli.name());
+        eprintln!("{}: the sub-agent offered {sub:?}", cli.name());
+        let (shell, spawn) = match cli {
+            Cli::Claude => ("Bash", "Agent"),
+            Cli::Codex => ("exec_command", "multi_agent_v1spawn_agent"),
+        };
+        assert!(
+            main.contains(&shell) && main.contains(&spawn) && sub.contains(&shell),
+            "{}: the main conversation and the sub-agent were both offered tools: main {main:?}, sub-agent {sub:?}\n{}",
+            cli.name(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let hooked = World::hooked_tools(&events);
+        eprintln!("{}: the hooks were asked about {hooked:?}", cli.name());
+        assert!(hooked.len() >= 2, "{}: {hooked:?}", cli.name());
+        let unmapped: Vec<&str> = offered
+            .keys()
+            .map(String::as_str)
+            .chain(hooked.iter().map(String::as_str))
+            .filter(|tool| !tool.starts_with("mcp__") && tool_map(tool).is_none())
+            .collect();
+        assert!(
+            unmapped.is_empty(),
+            "{} ({}) offers tools permfs's tool map does not know: {unmapped:?}; add each to \
+             tool_map in src/cli/hook_event.rs, mapped to what it touches or deliberately \
+             asked on its own surface",
+            cli.name(),
+            String::from_utf8_lossy(
+                &Command::new(&world.binary)
+                    .arg("--version")
+                    .env("PATH", search_path())
+                    .output()
+                    .map(|o| o.stdout)
+                    .unwrap_or_default()
+            )
+            .trim()
+        );
+    });
 }
