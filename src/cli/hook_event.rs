@@ -158,67 +158,147 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
         .filter(|s| !s.trim().is_empty())
 }
 
+/// How permfs judges calls of one tool the agents offer their model: the
+/// one table `tool_request` reads, and what `tests/real_clients.rs` checks
+/// the installed CLIs' real tool lists against, so that a tool a new
+/// version adds fails that test by name instead of drifting in unnoticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolMap {
+    /// A shell command: the `bash` tool, its command in `keys`.
+    Shell(&'static [&'static str]),
+    /// A file the call reads, writes or edits (`read`/`write`/`edit`), its
+    /// path in `keys`: the engine raises the path facts.
+    File(&'static str, &'static [&'static str]),
+    /// A search rooted at `path` (the cwd when absent): `grep`/`find`/`ls`.
+    Search(&'static str),
+    /// A surface with the value of the first of `keys` the call has.
+    Surface(&'static str, &'static [&'static str]),
+    /// Codex's patch tool: the envelope, read for the files it writes.
+    Patch,
+    /// Claude Code's `Monitor`: a shell command (`command`), or a
+    /// WebSocket (`ws.url`) asked on the `monitor` surface.
+    Monitor,
+    /// Known, and deliberately asked on its own surface (the tool name in
+    /// lower case, no value): what it does touches no file or command
+    /// permfs can name, or it only talks to the agent's own machinery, so a
+    /// config rule on that surface, or the default, answers.
+    OwnSurface,
+}
+
+/// The tool map: every tool name of Claude Code and Codex permfs knows
+/// (after [`bare_tool_name`] strips Codex's namespace). `None` is a tool
+/// permfs has not looked at; it is asked on its own surface all the same.
+pub fn tool_map(tool: &str) -> Option<ToolMap> {
+    use ToolMap::*;
+    Some(match bare_tool_name(tool) {
+        // Codex's `exec_command` reaches hooks as `Bash` too.
+        "Bash" => Shell(&["command"]),
+        "exec_command" => Shell(&["cmd"]),
+        "Read" => File("read", &["file_path", "path"]),
+        "NotebookRead" => File("read", &["notebook_path", "file_path"]),
+        // Codex's image viewer reads a local file.
+        "view_image" => File("read", &["path"]),
+        "Write" => File("write", &["file_path", "path"]),
+        "Edit" | "MultiEdit" => File("edit", &["file_path", "path"]),
+        "NotebookEdit" => File("edit", &["notebook_path", "file_path"]),
+        "Grep" => Search("grep"),
+        "Glob" => Search("find"),
+        "LS" => Search("ls"),
+        "WebFetch" => Surface("webfetch", &["url"]),
+        "WebSearch" | "web_search" => Surface("websearch", &["query"]),
+        // Claude Code's sub-agent tool is `Agent` (2.1.x); the SDK's tool
+        // list still says `Task`: one surface, so one rule covers both.
+        "Agent" | "Task" => Surface("agent", &["subagent_type"]),
+        "apply_patch" | "ApplyPatch" => Patch,
+        "Monitor" => Monitor,
+        // Claude Code 2.1.x: its own machinery (skills, deferred-tool
+        // loading, tasks, schedules, worktrees, workflows of sub-agents
+        // whose own calls come through the hooks), and the todo list.
+        "Skill"
+        | "ToolSearch"
+        | "DeferredToolPlaceholder"
+        | "ListAgents"
+        | "ReportFindings"
+        | "ScheduleWakeup"
+        | "Workflow"
+        | "CronCreate"
+        | "CronDelete"
+        | "CronList"
+        | "EnterWorktree"
+        | "ExitWorktree"
+        | "SendMessage"
+        | "TaskStop"
+        | "TodoWrite"
+        | "ExitPlanMode"
+        | "KillShell"
+        | "BashOutput" => OwnSurface,
+        // Codex 0.171: input to a running `exec_command` (its own surface:
+        // a rule must say whether a running shell may be fed), questions
+        // to the user, goals, and the multi-agent tools.
+        "write_stdin" | "request_user_input" | "get_goal" | "create_goal" | "update_goal"
+        | "spawn_agent" | "wait_agent" | "close_agent" | "resume_agent" | "send_input" => {
+            OwnSurface
+        }
+        _ => return None,
+    })
+}
+
 /// Maps one tool call to the permfs request that judges it, with every
 /// field the engine can use. A tool permfs does not know is asked on its
 /// own surface (the tool name in lower case, pi's convention), with no
 /// value: a config rule on that surface, or the default, answers.
 pub fn tool_request(tool: &str, input: &Value, cwd: &str) -> Result<Value, String> {
-    let path_call = |tool_name: &str, keys: &[&str]| -> Result<Value, String> {
-        let path = field(input, keys)
-            .ok_or_else(|| format!("the {tool} call has no {}", keys.join(" or ")))?;
-        Ok(json!({"tool": tool_name, "input": {"path": absolute(path, cwd)}}))
+    let required = |keys: &[&str]| {
+        field(input, keys).ok_or_else(|| format!("the {tool} call has no {}", keys.join(" or ")))
     };
-    // A search tool without a path searches the cwd.
-    let search_call = |tool_name: &str| {
-        let path = field(input, &["path"]).unwrap_or(cwd);
-        json!({"tool": tool_name, "input": {"path": absolute(path, cwd)}})
+    if let Some(rest) = tool.strip_prefix("mcp__") {
+        let (server, name) = rest
+            .split_once("__")
+            .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+            .ok_or_else(|| format!("the MCP tool name {tool:?} is not mcp__<server>__<tool>"))?;
+        return Ok(json!({"tool": "mcp", "input": {
+            "server": server,
+            "tool": name,
+            "arguments": input,
+        }}));
+    }
+    let own_surface = || surface(&bare_tool_name(tool).to_lowercase(), None);
+    let Some(map) = tool_map(tool) else {
+        return Ok(own_surface());
     };
-    match tool {
-        "Bash" => {
-            let command = input
-                .get("command")
-                .and_then(Value::as_str)
-                .ok_or("the Bash call has no command")?;
-            Ok(json!({"tool": "bash", "input": {"command": command}}))
+    Ok(match map {
+        ToolMap::Shell(keys) => {
+            // Not `field`: an empty command is still the command asked.
+            let command = keys
+                .iter()
+                .find_map(|k| input.get(*k).and_then(Value::as_str))
+                .ok_or_else(|| format!("the {tool} call has no {}", keys.join(" or ")))?;
+            json!({"tool": "bash", "input": {"command": command}})
         }
-        "Read" => path_call("read", &["file_path", "path"]),
-        "Write" => path_call("write", &["file_path", "path"]),
-        "Edit" | "MultiEdit" => path_call("edit", &["file_path", "path"]),
-        "NotebookEdit" => path_call("edit", &["notebook_path", "file_path"]),
-        "NotebookRead" => path_call("read", &["notebook_path", "file_path"]),
-        "Grep" => Ok(search_call("grep")),
-        "Glob" => Ok(search_call("find")),
-        "LS" => Ok(search_call("ls")),
-        "WebFetch" => Ok(surface("webfetch", field(input, &["url"]))),
-        // Claude Code's sub-agent tool is `Agent` (2.1.x); the SDK's tool
-        // list still says `Task`: one surface, so one rule covers both.
-        "Agent" | "Task" => Ok(surface("agent", field(input, &["subagent_type"]))),
-        "WebSearch" => Ok(surface("websearch", field(input, &["query"]))),
-        // Codex's patch tool: the envelope is read for the files it writes
+        ToolMap::File(permfs_tool, keys) => {
+            json!({"tool": permfs_tool, "input": {"path": absolute(required(keys)?, cwd)}})
+        }
+        // A search tool without a path searches the cwd.
+        ToolMap::Search(permfs_tool) => {
+            let path = field(input, &["path"]).unwrap_or(cwd);
+            json!({"tool": permfs_tool, "input": {"path": absolute(path, cwd)}})
+        }
+        ToolMap::Surface(name, keys) => surface(name, field(input, keys)),
+        // The envelope is read for the files it writes
         // (`src/facts/patch.rs`); one that cannot be read floors to ask.
-        "apply_patch" | "ApplyPatch" => {
+        ToolMap::Patch => {
             let patch = field(input, &["patch", "input", "command"])
                 .or_else(|| input.as_str())
                 .unwrap_or_default();
-            Ok(json!({"tool": "apply_patch", "input": {"patch": patch}}))
+            json!({"tool": "apply_patch", "input": {"patch": patch}})
         }
-        _ => match tool.strip_prefix("mcp__") {
-            Some(rest) => {
-                let (server, name) = rest
-                    .split_once("__")
-                    .filter(|(s, t)| !s.is_empty() && !t.is_empty())
-                    .ok_or_else(|| {
-                        format!("the MCP tool name {tool:?} is not mcp__<server>__<tool>")
-                    })?;
-                Ok(json!({"tool": "mcp", "input": {
-                    "server": server,
-                    "tool": name,
-                    "arguments": input,
-                }}))
-            }
-            None => Ok(surface(&bare_tool_name(tool).to_lowercase(), None)),
+        ToolMap::Monitor => match (field(input, &["command"]), input.pointer("/ws/url")) {
+            (Some(command), _) => json!({"tool": "bash", "input": {"command": command}}),
+            (None, Some(Value::String(url))) => surface("monitor", Some(url)),
+            _ => return Err(format!("the {tool} call has no command or ws.url")),
         },
-    }
+        ToolMap::OwnSurface => own_surface(),
+    })
 }
 
 /// Codex's multi-agent tools arrive with their namespace glued on
@@ -339,6 +419,48 @@ mod tests {
     }
 
     #[test]
+    fn shells_and_files_by_other_names_are_judged_as_such() {
+        assert_eq!(
+            pre(
+                "exec_command",
+                json!({"cmd": "cat .env", "yield_time_ms": 10})
+            ),
+            json!({"tool": "bash", "input": {"command": "cat .env"}})
+        );
+        assert_eq!(
+            pre(
+                "Monitor",
+                json!({"command": "tail -f log", "description": "d"})
+            ),
+            json!({"tool": "bash", "input": {"command": "tail -f log"}})
+        );
+        assert_eq!(
+            pre(
+                "Monitor",
+                json!({"ws": {"url": "wss://x.org/s"}, "description": "d"})
+            ),
+            json!({"surface": "monitor", "value": "wss://x.org/s"})
+        );
+        assert_eq!(
+            pre("view_image", json!({"path": "shot.png"})),
+            json!({"tool": "read", "input": {"path": "/w/shot.png"}})
+        );
+        assert_eq!(
+            pre(
+                "write_stdin",
+                json!({"session_id": 3, "chars": "rm -rf /\n"})
+            ),
+            json!({"surface": "write_stdin"})
+        );
+        assert_eq!(tool_map("Workflow"), Some(ToolMap::OwnSurface));
+        assert_eq!(
+            tool_map("multi_agent_v1spawn_agent"),
+            Some(ToolMap::OwnSurface)
+        );
+        assert_eq!(tool_map("SomethingNew"), None);
+    }
+
+    #[test]
     fn a_codex_patch_is_asked_with_its_envelope() {
         let patch = "*** Begin Patch\n*** Update File: .env\n*** End Patch\n";
         assert_eq!(
@@ -391,6 +513,9 @@ mod tests {
         assert!(event("Bash", json!({})).is_err());
         assert!(event("Read", json!({"file_path": ""})).is_err());
         assert!(event("mcp__x", json!({})).is_err());
+        assert!(event("exec_command", json!({"command": "ls"})).is_err());
+        assert!(event("Monitor", json!({"description": "d"})).is_err());
+        assert!(event("view_image", json!({})).is_err());
         assert!(parse_event(&json!({"session_id": "a", "cwd": "/w"})).is_err());
         assert!(parse_event(
             &json!({"session_id": "a", "cwd": "rel", "hook_event_name": "SessionStart"})
