@@ -343,14 +343,23 @@ class Mount:
     """A permfs daemon on a fresh temp mount; use as a context manager."""
 
     def __init__(
-        self, config: dict | None = None, threads: int | None = None, extra_args=(), limits: bool = True
+        self,
+        config: dict | None = None,
+        threads: int | None = None,
+        extra_args=(),
+        limits: bool = True,
+        env: dict | None = None,
     ):
         # `limits=False` for a binary older than the `limits` key (versus.py).
+        # `env`: extra variables for the daemon only (view.py's
+        # PERMFS_VIEW_NO_PASSTHROUGH=1), so the benchmark's own
+        # environment stays as it was.
         self.config = dict(DEFAULT_CONFIG if config is None else config)
         if limits:
             self.config.setdefault("limits", BENCH_LIMITS)
         self.threads = threads
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})
         self.tmp: Path | None = None
         self.proc: subprocess.Popen | None = None
 
@@ -394,6 +403,7 @@ class Mount:
         env = dict(os.environ)
         env.setdefault("PERMFS_LOG", "warn")
         env["RUST_LOG"] = env["PERMFS_LOG"]
+        env.update(self.env)
         self.log = open(self.tmp / "daemon.log", "wb")
         # The daemon's cwd (the root session's cwd) is an empty temp dir, so
         # no project config can change the rules.
