@@ -351,13 +351,21 @@ fn act(
     // checking the mount first took three, before every tool call); when
     // it is not, the mount is checked, for the error that says what is
     // wrong.
-    if !client.tree.exists(&session) {
+    let session_there = client.tree.exists(&session);
+    if !session_there {
         client.tree.check_mount()?;
     }
+    let ensure_session = || {
+        if session_there {
+            Ok(())
+        } else {
+            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)
+        }
+    };
     match &event.action {
         Action::Nothing => Ok(Outcome::Done),
         Action::StartSession => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             Ok(Outcome::Done)
         }
         Action::EndSession => {
@@ -370,7 +378,7 @@ fn act(
             agent_id,
             agent_type,
         } => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             let child = format!("{session}/{}", session_name(agent_id));
             client.ensure(&child, None, agent_type.as_deref())?;
             Ok(Outcome::Done)
@@ -386,7 +394,7 @@ fn act(
             agent_id,
             agent_type,
         } => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             let asker = match agent_id {
                 Some(agent_id) => {
                     let child = format!("{session}/{}", session_name(agent_id));
