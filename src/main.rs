@@ -4,6 +4,13 @@ use clap::Parser;
 use permfs::cli::{Cli, Command};
 
 fn main() {
+    // `permfs hook` runs before every tool call, and the agent waits for
+    // its whole process: it builds only its own arguments (not the whole
+    // command tree) and sets up no logging (it logs nothing; its answers
+    // and reasons go to stdout and stderr). BENCHMARKS.md section 9.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "hook") {
+        std::process::exit(permfs::cli::hook::main(std::env::args_os().skip(1)));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PERMFS_LOG")

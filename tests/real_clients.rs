@@ -1100,7 +1100,8 @@ fn a_subagents_ask_climbs(cli: Cli) {
 // ---- what the hook costs (measurements, run by hand) ----------------------
 //
 // cargo test --release --test real_clients -- --ignored --nocapture --test-threads 1
-// (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts.)
+// (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts; PERMFS_BENCH_BASELINE
+// names another permfs build to measure alongside.)
 
 fn bench_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -1187,7 +1188,11 @@ fn measure_the_hooks_own_cost() {
         .as_str()
         .expect("a command line")
         .to_string();
-    let cases: [Case; 6] = [
+    // PERMFS_BENCH_BASELINE: another permfs build (an older commit's), the
+    // same rule-allowed hook through it, interleaved with the rest.
+    let baseline = std::env::var_os("PERMFS_BENCH_BASELINE").map(PathBuf::from);
+    let sh_args = ["-c", line.as_str()];
+    let mut cases: Vec<Case> = vec![
         ("/bin/true", Path::new("/bin/true"), &[], "", &[]),
         ("permfs --version", permfs, &["--version"], "", &[]),
         ("permfs hook, stdin not JSON", permfs, &hook_args, "x", &[]),
@@ -1208,11 +1213,20 @@ fn measure_the_hooks_own_cost() {
         (
             "sh -c '<the installed line>', rule-allowed",
             Path::new("/bin/sh"),
-            &["-c", line.as_str()],
+            &sh_args,
             &event,
             &[],
         ),
     ];
+    if let Some(baseline) = &baseline {
+        cases.push((
+            "baseline build: permfs hook, rule-allowed Bash",
+            baseline,
+            &hook_args,
+            &event,
+            &[],
+        ));
+    }
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
     for _ in 0..reps {
         for (i, (_, program, args, stdin, env)) in cases.iter().enumerate() {
@@ -1224,7 +1238,12 @@ fn measure_the_hooks_own_cost() {
         .iter()
         .filter(|l| l["outcome"] == "allow")
         .count();
-    assert_eq!(allowed, 3 * reps, "every measured hook was answered allow");
+    let hooked_cases = 3 + usize::from(baseline.is_some());
+    assert_eq!(
+        allowed,
+        hooked_cases * reps,
+        "every measured hook was answered allow"
+    );
     for ((name, ..), samples) in cases.iter().zip(samples) {
         let mut sorted = samples.clone();
         sorted.sort();

@@ -107,6 +107,26 @@ enum Form {
 /// holds).
 static FORM: OnceLock<Form> = OnceLock::new();
 
+/// `permfs hook …` on its own: `args` from `hook` on. Parses with the same
+/// definitions as `permfs hook` under the whole command line, so both
+/// accept the same arguments; a usage error exits 2 (clap's), which both
+/// agents read as blocking.
+pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    use clap::{Args, FromArgMatches};
+    let command = HookArgs::augment_args(
+        clap::Command::new("hook")
+            .bin_name("permfs hook")
+            .about("Answer one Claude Code / Codex hook event from permfs (stdin to stdout)"),
+    );
+    let parsed = command
+        .try_get_matches_from(args)
+        .and_then(|matches| HookArgs::from_arg_matches(&matches));
+    match parsed {
+        Ok(args) => run(args),
+        Err(error) => error.exit(),
+    }
+}
+
 pub fn run(args: HookArgs) -> i32 {
     match args.action {
         Some(HookAction::Install(install)) => return hook_install::install(install),
@@ -184,13 +204,33 @@ fn print_config(agent: AgentKind, args: &HookArgs) -> Result<String, String> {
 /// mount whose daemon is stopped, a person who does not answer), the
 /// agent gets a blocking answer before its own timeout, which would not
 /// block. Exiting closes the ask's descriptor, which withdraws the ask.
+///
+/// A thread, not an `alarm(2)`: a signal handler runs only once the
+/// blocked syscall returns, and a read on a FUSE file whose daemon is
+/// stopped does not return (after the kernel's interrupt it waits
+/// killably), while a thread's exit ends the process wherever the main
+/// thread waits. Its stack is small (it formats one line).
 fn arm_watchdog(after: Duration, reason: String) {
-    std::thread::spawn(move || {
+    let watchdog = move || {
         std::thread::sleep(after);
         fail_closed(&reason);
         std::process::exit(2);
-    });
+    };
+    if let Err(error) = std::thread::Builder::new()
+        .stack_size(WATCHDOG_STACK)
+        .spawn(watchdog)
+    {
+        // No watchdog, no deadline: block now rather than risk the
+        // agent's own timeout, which would not block.
+        fail_closed(&format!(
+            "permfs hook: cannot start its watchdog ({error}): the call is blocked"
+        ));
+        std::process::exit(2);
+    }
 }
+
+/// The watchdog thread's stack: it sleeps, formats one answer and exits.
+const WATCHDOG_STACK: usize = 64 * 1024;
 
 /// Prints the answer in this run's form; false when it could not be
 /// written whole.
@@ -306,12 +346,26 @@ fn act(
     fixed: Option<&str>,
     event: &HookEvent,
 ) -> Result<Outcome, String> {
-    client.tree.check_mount()?;
     let (session, managed) = agent_session(parent, fixed, event);
+    // The agent's session there answers for the mount (one lookup where
+    // checking the mount first took three, before every tool call); when
+    // it is not, the mount is checked, for the error that says what is
+    // wrong.
+    let session_there = client.tree.exists(&session);
+    if !session_there {
+        client.tree.check_mount()?;
+    }
+    let ensure_session = || {
+        if session_there {
+            Ok(())
+        } else {
+            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)
+        }
+    };
     match &event.action {
         Action::Nothing => Ok(Outcome::Done),
         Action::StartSession => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             Ok(Outcome::Done)
         }
         Action::EndSession => {
@@ -324,7 +378,7 @@ fn act(
             agent_id,
             agent_type,
         } => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             let child = format!("{session}/{}", session_name(agent_id));
             client.ensure(&child, None, agent_type.as_deref())?;
             Ok(Outcome::Done)
@@ -340,7 +394,7 @@ fn act(
             agent_id,
             agent_type,
         } => {
-            client.ensure(&session, managed.then_some(event.cwd.as_str()), None)?;
+            ensure_session()?;
             let asker = match agent_id {
                 Some(agent_id) => {
                     let child = format!("{session}/{}", session_name(agent_id));
@@ -525,10 +579,13 @@ fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
     file.write_all(body.as_bytes())?;
     // Room for a whole answer up front: from an empty buffer std reads in
     // growing steps (32, 32, 64, … bytes), each read a round trip to the
-    // daemon; an answer of a few KiB then takes eight reads, not two.
-    let mut answer = String::with_capacity(ANSWER_CAPACITY);
-    file.read_to_string(&mut answer)?;
-    Ok(answer)
+    // daemon; an answer of a few KiB then takes eight reads, not two. Read
+    // through `&File` in `Take`, not `File::read_to_string`, which first
+    // asks the file's size (an `fstat`, a round trip to the daemon, and an
+    // `lseek`) for a size the answer file cannot know before it is read.
+    let mut answer = Vec::with_capacity(ANSWER_CAPACITY);
+    (&file).take(u64::MAX).read_to_end(&mut answer)?;
+    String::from_utf8(answer).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]
