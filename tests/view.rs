@@ -175,6 +175,8 @@ t("write_config", lambda: open(".permfs/config.json", "w").write("{}"))
 t("write_claude", lambda: open(".claude/settings.json", "w").write("{}"))
 t("rename_into_permfs", lambda: os.rename("a.txt", ".permfs/x"))
 t("new_file", lambda: open("made.txt", "w").write("x"))
+t("getxattr", lambda: os.getxattr("a.txt", "user.x"))
+t("setxattr_env", lambda: os.setxattr(".env", "user.x", b"1"))
 PY
 ./probe openat .env; ./probe openat2 .env; ./probe reopen .env; ./probe openat a.txt
 ./probe link .env linked; ./probe rename .env moved; ./probe truncate .env
@@ -206,6 +208,13 @@ fn assert_bypasses_refused(out: &str) {
     assert_eq!(get("py_rename_into_permfs"), "EXDEV", "a bind point: {out}");
     assert_eq!(get("py_open_rw"), "ok");
     assert_eq!(get("py_new_file"), "ok");
+    // No extended attributes are shown (and no file capabilities carried
+    // in); setting one is a write, judged.
+    assert!(
+        ["EOPNOTSUPP", "ENOTSUP"].contains(&get("py_getxattr").as_str()),
+        "{out}"
+    );
+    assert_eq!(get("py_setxattr_env"), "EACCES", "{out}");
     for key in ["openat", "openat2", "reopen", "link", "rename", "truncate"] {
         // The first `openat` line is the denied file's.
         assert_eq!(get(key), "EACCES", "{key}: {out}");

@@ -28,8 +28,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may keep names and attributes. Changes made through
 /// the view update the kernel's caches themselves; this bounds how long a
-/// change made outside it (on the host) can go unseen.
-const TTL: Duration = Duration::from_secs(1);
+/// change made outside it (on the host) can go unseen in `stat`. With
+/// passthrough, reads and writes go to the backing file and never stop at
+/// a stale size, so the names can be kept long: `git status` and builds
+/// stat thousands of files, and each lookup is a round trip to the daemon.
+const PASSTHROUGH_TTL: Duration = Duration::from_secs(5);
+/// With daemon-served I/O the kernel's page cache ends a read at the size
+/// it holds, so a file grown on the host must be seen soon.
+const SERVED_TTL: Duration = Duration::from_secs(1);
 
 /// A directory's entries taken at `opendir`: (name, kind, backing inode).
 type Listing = Vec<(OsString, FileType, u64)>;
@@ -161,6 +167,14 @@ fn open_accesses(flags: i32) -> Vec<Access> {
 type Then = Box<dyn FnOnce(&Arc<Inner>, Result<(), Errno>) + Send>;
 
 impl Inner {
+    fn ttl(&self) -> Duration {
+        if self.passthrough.load(Ordering::Relaxed) {
+            PASSTHROUGH_TTL
+        } else {
+            SERVED_TTL
+        }
+    }
+
     fn fh(&self) -> u64 {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
@@ -328,7 +342,15 @@ impl Inner {
     fn lookup_at(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
         let dir = self.nodes().dir(parent).ok_or(Errno::ENOENT)?;
         let st = sys::stat_at(dir.as_raw_fd(), name).map_err(io_errno)?;
-        let dir_fd = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        // A directory already known by this name keeps its descriptor.
+        if let Some(ino) =
+            self.nodes()
+                .looked_up_again(parent, name, (st.st_dev, st.st_ino), is_dir)
+        {
+            return Ok(attr(ino, &st));
+        }
+        let dir_fd = if is_dir {
             Some(
                 sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
                     .map_err(io_errno)?,
@@ -491,7 +513,7 @@ impl Filesystem for ViewFs {
             return reply.error(Errno::ENOENT);
         }
         match self.inner.lookup_at(parent.0, name) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Ok(attr) => reply.entry(&self.inner.ttl(), &attr, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -503,12 +525,12 @@ impl Filesystem for ViewFs {
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         if let Some(fd) = fh.and_then(|fh| self.inner.file_fd(fh.0)) {
             return match sys::stat_fd(fd) {
-                Ok(st) => reply.attr(&TTL, &attr(ino.0, &st)),
+                Ok(st) => reply.attr(&self.inner.ttl(), &attr(ino.0, &st)),
                 Err(e) => reply.error(io_errno(e)),
             };
         }
         match self.inner.getattr_of(ino.0) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&self.inner.ttl(), &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -583,7 +605,7 @@ impl Filesystem for ViewFs {
                     Ok(attr(ino, &st))
                 })();
                 match result {
-                    Ok(attr) => reply.attr(&TTL, &attr),
+                    Ok(attr) => reply.attr(&inner.ttl(), &attr),
                     Err(e) => reply.error(e),
                 }
             }),
@@ -750,7 +772,7 @@ impl Filesystem for ViewFs {
                     inner.lookup_at(newparent, &newname)
                 })();
                 match result {
-                    Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                    Ok(attr) => reply.entry(&inner.ttl(), &attr, Generation(0)),
                     Err(e) => reply.error(e),
                 }
             }),
@@ -844,7 +866,7 @@ impl Filesystem for ViewFs {
                         Ok(id) => {
                             inner.files_insert(fh, file, ino, true);
                             return reply.created_passthrough(
-                                &TTL,
+                                &inner.ttl(),
                                 &attr,
                                 Generation(0),
                                 FileHandle(fh),
@@ -856,7 +878,7 @@ impl Filesystem for ViewFs {
                     }
                 }
                 inner.files_insert(fh, file, ino, false);
-                reply.created(&TTL, &attr, Generation(0), FileHandle(fh), FopenFlags::empty())
+                reply.created(&inner.ttl(), &attr, Generation(0), FileHandle(fh), FopenFlags::empty())
             }),
         );
     }
@@ -1076,30 +1098,24 @@ impl Filesystem for ViewFs {
         );
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let fd = match self.inner.node_fd(ino.0) {
-            Ok(fd) => fd,
-            Err(e) => return reply.error(e),
-        };
-        let mut buf = vec![0u8; size as usize];
-        match sys::get_xattr(&fd, name, &mut buf) {
-            Ok(n) if size == 0 => reply.size(n as u32),
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(io_errno(e)),
-        }
+    /// The view shows no extended attributes. `ENOSYS` makes the kernel
+    /// stop asking for good: otherwise every write first asks for
+    /// `security.capability` (to drop it), a round trip per `write(2)`,
+    /// and a binary in the workspace could carry file capabilities into
+    /// the sandbox. Setting and removing them is still judged (a write).
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(Errno::ENOSYS);
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let fd = match self.inner.node_fd(ino.0) {
-            Ok(fd) => fd,
-            Err(e) => return reply.error(e),
-        };
-        let mut buf = vec![0u8; size as usize];
-        match sys::list_xattr(&fd, &mut buf) {
-            Ok(n) if size == 0 => reply.size(n as u32),
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(io_errno(e)),
-        }
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -1174,7 +1190,7 @@ impl ViewFs {
                 }
                 inner.give((uid, gid), &dir, &name);
                 match inner.lookup_at(parent, &name) {
-                    Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+                    Ok(attr) => reply.entry(&inner.ttl(), &attr, Generation(0)),
                     Err(e) => reply.error(e),
                 }
             }),

@@ -144,6 +144,25 @@ impl Nodes {
         ino
     }
 
+    /// One more lookup of a name already known as the same file (and, for
+    /// a directory, already holding its descriptor): its number, or `None`
+    /// when the name is new or now holds another file.
+    pub fn looked_up_again(
+        &mut self,
+        parent: u64,
+        name: &OsStr,
+        backing: (u64, u64),
+        is_dir: bool,
+    ) -> Option<u64> {
+        let ino = *self.names.get(&(parent, name.to_os_string()))?;
+        let node = self.nodes.get_mut(&ino)?;
+        if node.backing != backing || node.dir.is_some() != is_dir {
+            return None;
+        }
+        node.lookups += 1;
+        Some(ino)
+    }
+
     /// The kernel dropped `count` references to `ino`.
     pub fn forget(&mut self, ino: u64, count: u64) {
         if ino == ROOT {

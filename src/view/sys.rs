@@ -219,35 +219,6 @@ pub fn statfs(fd: RawFd) -> io::Result<libc::statvfs> {
     Ok(st)
 }
 
-fn xattr_len(n: isize) -> io::Result<usize> {
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-/// `getxattr` of the inode `fd` holds into `buf` (an empty buffer asks
-/// for the size).
-pub fn get_xattr(fd: &OwnedFd, name: &OsStr, buf: &mut [u8]) -> io::Result<usize> {
-    let (path, name) = (proc_path(fd), cname(name)?);
-    // SAFETY: valid C strings; the buffer's length is passed.
-    xattr_len(unsafe {
-        libc::getxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-        )
-    })
-}
-
-pub fn list_xattr(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
-    let path = proc_path(fd);
-    // SAFETY: valid C string; the buffer's length is passed.
-    xattr_len(unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
-}
-
 pub fn set_xattr(fd: &OwnedFd, name: &OsStr, value: &[u8], flags: i32) -> io::Result<()> {
     let (path, name) = (proc_path(fd), cname(name)?);
     // SAFETY: valid C strings; the value's length is passed.
