@@ -57,7 +57,6 @@ pub(super) struct Inner {
     /// Per node: the backing id every passthrough open of it must share
     /// (the kernel refuses a second one), with the handles using it.
     backings: Mutex<HashMap<u64, (Arc<BackingId>, usize)>>,
-    listings: Mutex<HashMap<u64, Listing>>,
     next_fh: AtomicU64,
     next_rid: AtomicU64,
     /// The kernel took FUSE passthrough at init.
@@ -93,7 +92,6 @@ impl ViewFs {
                 verdicts: Mutex::new(Verdicts::default()),
                 files: Mutex::new(HashMap::new()),
                 backings: Mutex::new(HashMap::new()),
-                listings: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
                 next_rid: AtomicU64::new(1),
                 passthrough: AtomicBool::new(false),
@@ -968,7 +966,18 @@ impl Filesystem for ViewFs {
         }
     }
 
-    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    /// `ENOSYS`: the kernel then opens directories without asking (no
+    /// `OPENDIR`/`RELEASEDIR` round trips) and keeps their listings in its
+    /// page cache (`FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE`, its default for a
+    /// server without `opendir`) until the directory changes. A listing is
+    /// judged when it is read from here (`readdir`), as a read of the
+    /// directory; one the kernel serves from its cache shows names it was
+    /// already allowed to show.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn readdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectory) {
         let path = match self.inner.path_of(ino.0) {
             Ok(path) => path,
             Err(e) => return reply.error(e),
@@ -984,68 +993,12 @@ impl Filesystem for ViewFs {
                 let Some(dir) = inner.nodes().dir(ino) else {
                     return reply.error(Errno::ENOTDIR);
                 };
-                let listing = match list(&dir) {
-                    Ok(listing) => listing,
-                    Err(e) => return reply.error(io_errno(e)),
-                };
-                let fh = inner.fh();
-                if let Ok(mut listings) = inner.listings.lock() {
-                    listings.insert(fh, listing);
+                match list(&dir) {
+                    Ok(listing) => fill(reply, INodeNo(ino), offset, &listing),
+                    Err(e) => reply.error(io_errno(e)),
                 }
-                reply.opened(FileHandle(fh), FopenFlags::empty())
             }),
         );
-    }
-
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        let listings = self
-            .inner
-            .listings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let Some(listing) = listings.get(&fh.0) else {
-            return reply.error(Errno::EBADF);
-        };
-        let mut index = offset as usize;
-        if index == 0 {
-            if reply.add(ino, 1, FileType::Directory, ".") {
-                return reply.ok();
-            }
-            index = 1;
-        }
-        if index == 1 {
-            if reply.add(ino, 2, FileType::Directory, "..") {
-                return reply.ok();
-            }
-            index = 2;
-        }
-        for (i, (name, kind, backing_ino)) in listing.iter().enumerate().skip(index - 2) {
-            if reply.add(INodeNo(*backing_ino), (i + 3) as u64, *kind, name) {
-                break;
-            }
-        }
-        reply.ok()
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        if let Ok(mut listings) = self.inner.listings.lock() {
-            listings.remove(&fh.0);
-        }
-        reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -1224,6 +1177,31 @@ impl ViewFs {
             }),
         );
     }
+}
+
+/// Answers a `readdir` at `offset` from `listing`: `.` and `..` are
+/// offsets 1 and 2, the entries follow (offsets count from a fresh
+/// listing, as the real directory's order is stable while it is unchanged).
+fn fill(mut reply: ReplyDirectory, ino: INodeNo, offset: u64, listing: &Listing) {
+    let mut index = offset as usize;
+    if index == 0 {
+        if reply.add(ino, 1, FileType::Directory, ".") {
+            return reply.ok();
+        }
+        index = 1;
+    }
+    if index == 1 {
+        if reply.add(ino, 2, FileType::Directory, "..") {
+            return reply.ok();
+        }
+        index = 2;
+    }
+    for (i, (name, kind, backing_ino)) in listing.iter().enumerate().skip(index - 2) {
+        if reply.add(INodeNo(*backing_ino), (i + 3) as u64, *kind, name) {
+            break;
+        }
+    }
+    reply.ok()
 }
 
 /// A directory's entries (without `.` and `..`), read from a fresh
