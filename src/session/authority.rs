@@ -1723,6 +1723,48 @@ mod tests {
         assert_eq!((report.lines, report.torn_tail), (2, None));
     }
 
+    /// Issue 26: a full journal fails closed. A rule's allow that cannot
+    /// be journaled is delivered as `journal_unavailable` (deny), an ask
+    /// that cannot be kept pending is denied the same way, and once there
+    /// is room again answers flow and are journaled.
+    #[test]
+    fn nothing_is_delivered_or_kept_pending_that_the_journal_cannot_hold() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("state dir");
+        let journal =
+            Arc::new(super::super::journal::Journal::open(&state, false).expect("journal"));
+        authority.restore(Arc::clone(&journal)).expect("empty");
+        add_interactive_main(&authority, &cwd);
+        // Requests bigger than a page, so each needs a new one.
+        let long = "x".repeat(9000);
+        let ls = format!(r#"{{"surface":"bash","value":"ls {long}"}}"#);
+        let make = format!(r#"{{"surface":"bash","value":"make {long}"}}"#);
+        journal.simulate_full(true).expect("capped");
+        let allowed = authority.submit("main", "r1", ls.as_bytes()).expect("ok");
+        let response = authority.response(&allowed).expect("answered");
+        assert_eq!(response.outcome, Outcome::JournalUnavailable);
+        assert!(!response.approved);
+        let pending = authority.submit("main", "r2", make.as_bytes()).expect("ok");
+        assert_eq!(
+            authority.response(&pending).map(|r| r.outcome),
+            Some(Outcome::JournalUnavailable),
+            "kept pending without a journal row"
+        );
+        assert!(authority.inbox("main").is_empty());
+        journal.simulate_full(false).expect("room again");
+        let again = authority.submit("main", "r3", ls.as_bytes()).expect("ok");
+        assert_eq!(
+            authority.response(&again).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let waiting = authority.submit("main", "r4", make.as_bytes()).expect("ok");
+        assert_eq!(authority.inbox("main"), vec![waiting]);
+        assert_eq!(journal.counts(), Ok((1, 1)), "r4 pending, r3 answered");
+    }
+
     #[test]
     fn allowing_a_bash_line_for_the_session_grants_no_path_per_word() {
         let (authority, dir) = authority(

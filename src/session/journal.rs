@@ -169,6 +169,29 @@ impl Journal {
         size(&self.path) + size(Path::new(&wal))
     }
 
+    /// Caps the journal at its present size (`true`) or lifts the cap: what
+    /// a full disk does to it (`SQLITE_FULL`), for tests of failing closed.
+    #[doc(hidden)]
+    pub fn simulate_full(&self, full: bool) -> Result<(), String> {
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let pages: i64 = if full {
+            connection
+                .query_row("PRAGMA page_count", [], |row| row.get(0))
+                .map_err(|e| e.to_string())?
+        } else {
+            1 << 30
+        };
+        connection
+            .query_row(&format!("PRAGMA max_page_count={pages}"), [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     /// Writes `ops` in one transaction: all of them or none.
     pub(super) fn write(&self, ops: &[Op]) -> Result<(), String> {
         if ops.is_empty() {
