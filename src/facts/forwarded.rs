@@ -20,13 +20,13 @@
 //! reference's serving node floors it.
 
 use super::request::{is_built_in_path_tool, AskForm, Request};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// What a forwarded request claimed about where it came from. Never
 /// identity: recorded so a person and the audit log see the claim next to
 /// the session that really asked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Provenance {
     /// The directory name under `pi/sessions/` the request was written in

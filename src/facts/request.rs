@@ -9,12 +9,13 @@ use super::access_path::{AccessPath, CanonicalCwd, CwdCache};
 use super::bash::{bash_paths, bash_targets, UNDERSTOOD_ONLY_IN_PART, UNRESOLVED_WRITE};
 use super::intent::{is_path_surface, AccessIntent, Principal};
 use super::path_text::{absolute_cwd, home_dir};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// How the asker described the action.
-#[derive(Debug, Clone, PartialEq)]
+/// How the asker described the action. (Serialized only into the
+/// journal, `session/journal.rs`, which reads it back.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AskForm {
     ToolCall {
         tool: String,
@@ -41,7 +42,7 @@ pub enum AskForm {
 }
 
 /// A parsed request: the ask plus what a person will see with it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     pub form: AskForm,
     pub message: Option<String>,
@@ -366,7 +367,7 @@ pub struct Requester {
 }
 
 /// The facts of one ask: every surface it raises, in gate order.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FactSet {
     /// The tool the ask came from, when it was a tool call.
     pub tool: Option<String>,

@@ -325,7 +325,7 @@ impl PermFs {
         &self,
         session: &str,
         caller: Caller,
-        fh: u64,
+        (fh, pid): (u64, u32),
         text: &str,
     ) -> Result<(), AuthorityError> {
         match ControlCommand::parse(text).map_err(AuthorityError::Invalid)? {
@@ -359,6 +359,7 @@ impl PermFs {
                         // grow it without bound.
                         let held = leases.entry(fh).or_default();
                         held.retain(|(id, serial)| self.authority.is_session(id, *serial));
+                        self.authority.note_lease(&id, serial, pid);
                         held.push((id, serial));
                         Ok(())
                     }
@@ -938,7 +939,7 @@ impl Filesystem for PermFs {
             }
             Node::PiRequest(s, t, name) => self.pi.write(s, t, name, offset, data),
             Node::InboxItem(session, ask) => self.authority.decide(session, ask, caller(), &text()),
-            Node::Ctl(session) => self.control(session, caller(), fh.0, &text()),
+            Node::Ctl(session) => self.control(session, caller(), (fh.0, req.pid()), &text()),
             Node::Query(session) => match self.check_open(req, &node) {
                 Err(e) => return reply.error(e),
                 Ok(()) => self.authority.query(session, &text()).and_then(|bytes| {

@@ -249,12 +249,6 @@ pub fn run(options: MountOptions) -> i32 {
             return 2;
         }
     };
-    for (name, spec) in roots {
-        if let Err(error) = authority.add_root(&name, spec, &cwd) {
-            eprintln!("permfs mount: cannot create root session {name:?}: {error}");
-            return 2;
-        }
-    }
 
     // Command judges run under this binary's `judge-reaper`, a subreaper
     // that kills everything a judge started when its review ends.
@@ -290,6 +284,44 @@ pub fn run(options: MountOptions) -> i32 {
         }
     }
     tracing::info!(audit = %audit_path.display(), "recording decisions");
+    // What the previous process left (sessions, grants, pending asks,
+    // kept answers) comes back before anything is served; every change
+    // from now on is journaled before it is acknowledged.
+    let journal = match crate::session::journal::Journal::open(&state_dir, options.audit_sync) {
+        Ok(journal) => Arc::new(journal),
+        Err(error) => {
+            eprintln!("permfs mount: {error}");
+            return 2;
+        }
+    };
+    let started = Instant::now();
+    match authority.restore(Arc::clone(&journal)) {
+        Ok(restored) => tracing::info!(
+            journal = %journal.path().display(),
+            sessions = restored.sessions,
+            grants = restored.grants,
+            pending = restored.pending,
+            answers = restored.answers,
+            ended_leases = restored.ended_leases.len(),
+            unreadable = restored.unreadable,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "restored from the journal"
+        ),
+        Err(error) => {
+            eprintln!("permfs mount: {error}");
+            return 2;
+        }
+    }
+    // Roots from the config that the journal did not bring back.
+    for (name, spec) in roots {
+        if authority.has_session(&name) {
+            continue;
+        }
+        if let Err(error) = authority.add_root(&name, spec, &cwd) {
+            eprintln!("permfs mount: cannot create root session {name:?}: {error}");
+            return 2;
+        }
+    }
     let filesystem = fs::PermFs::new(
         Arc::clone(&authority),
         Some(audit_path),
@@ -387,8 +419,18 @@ pub fn run(options: MountOptions) -> i32 {
             }
         }
     };
-    tracing::info!(signal, "stopping: answering pending asks and unmounting");
-    authority.cancel_all();
+    // Pending asks stay pending in the journal: the next start on this
+    // state dir puts them back in their inboxes. (Without a journal they
+    // would be answered `cancelled`.)
+    if authority.is_journaled() {
+        tracing::info!(
+            signal,
+            "stopping: pending asks stay in the journal; unmounting"
+        );
+    } else {
+        tracing::info!(signal, "stopping: answering pending asks and unmounting");
+        authority.cancel_all();
+    }
     // Readers still parked (judges waiting for reviews, event watchers) are
     // released so the mount is not busy.
     parking::release_all(&parked_at_exit, Errno::from_i32(libc::ESHUTDOWN));

@@ -1,11 +1,11 @@
 //! A rule: the atomic unit of policy, and the ordered list it lives in.
 
 use super::state::{Origin, PermissionState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where in the composed list a rule sits. Only `Config` and `Session` rules
 /// report a `matchedPattern`; a `Default` match means "no rule spoke".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuleLayer {
     Default,
@@ -14,7 +14,7 @@ pub enum RuleLayer {
     Session,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rule {
     /// The surface key, itself a wildcard pattern matched against the

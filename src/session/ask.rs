@@ -3,7 +3,7 @@
 use crate::facts::intent::AccessIntent;
 use crate::facts::request::{FactSet, Request};
 use crate::policy::{Origin, PermissionState};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -11,7 +11,7 @@ pub type AskId = String;
 
 /// Who or what answered, in the reference's `decidedBy` vocabulary plus
 /// the outcomes that are not a decision (silence is never a denial).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DecidedBy {
     Rule {
@@ -70,6 +70,12 @@ pub enum DecidedBy {
     AuditUnavailable {
         reason: String,
     },
+    /// The answer could not be written to the journal (`journal.rs`), so
+    /// it would not survive a restart: the ask is denied instead (fail
+    /// closed), the reason naming the error and what was withheld.
+    JournalUnavailable {
+        reason: String,
+    },
     /// A built-in guard on the authority (the mount, the state dir, a
     /// config layer, an agent's hook or settings file) named a path this
     /// ask writes: final, whatever allowed it. `overruled` says what
@@ -99,6 +105,7 @@ impl DecidedBy {
             DecidedBy::Authorizer { .. } => "authorizer",
             DecidedBy::Escalated { .. } => "escalated",
             DecidedBy::AuditUnavailable { .. } => "audit_unavailable",
+            DecidedBy::JournalUnavailable { .. } => "journal_unavailable",
             DecidedBy::Guard { .. } => "guard",
         }
     }
@@ -115,7 +122,7 @@ pub struct Guarded {
 }
 
 /// Why the ask ended, beyond allow/deny.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Allow,
@@ -127,10 +134,12 @@ pub enum Outcome {
     Invalid,
     /// Denied because its audit line could not be written.
     AuditUnavailable,
+    /// Denied because it could not be written to the journal.
+    JournalUnavailable,
 }
 
 /// One node's verdict on the way up.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hop {
     pub session: String,

@@ -103,6 +103,10 @@ pub(super) struct State {
     pub(super) events: HashMap<SessionId, super::events::EventLog>,
     pub(super) audit: Option<Arc<super::audit::AuditLog>>,
     pub(super) after_unlock: AfterUnlock,
+    /// Where changes are journaled (`journal.rs`); `None` in library use.
+    pub(super) journal: Option<Arc<super::journal::Journal>>,
+    /// What changed under the lock and is journaled before it is released.
+    pub(super) journal_dirty: super::persist::Dirty,
 }
 
 pub struct Authority {
@@ -267,6 +271,64 @@ fn audit_unavailable(original: &Response, error: &str) -> Response {
     )
 }
 
+/// What the asker is told instead of an answer that could not be
+/// journaled: `deny`, `journal_unavailable`, naming what was withheld.
+fn journal_unavailable(original: &Response, error: &str) -> Response {
+    let withheld = audit_unavailable(original, error);
+    let reason = match &withheld.decided_by {
+        DecidedBy::AuditUnavailable { reason } => reason.clone(),
+        _ => error.to_string(),
+    };
+    let mut response = withheld;
+    response.decided_by = DecidedBy::JournalUnavailable {
+        reason: reason.clone(),
+    };
+    response.outcome = Outcome::JournalUnavailable;
+    response.denial_reason = Some(reason);
+    response
+}
+
+/// Writes a chunk's answers to the journal (those whose ask is still
+/// there). When that fails, each answer is replaced by its
+/// `journal_unavailable` denial, and the audit log, which already holds
+/// the withheld answers, is told (best effort).
+fn journal_answers(
+    state: &mut State,
+    answers: &mut [Answer],
+    audit: Option<&super::audit::AuditLog>,
+) -> Result<(), AuditFailure> {
+    let Some(journal) = state.journal.clone() else {
+        return Ok(());
+    };
+    let mut ops = super::persist::take_ops(state);
+    ops.extend(
+        answers
+            .iter()
+            .filter(|a| state.asks.contains_key(&a.response.ask_id))
+            .map(|a| super::persist::answer_op(&a.session, &a.rid, &a.response)),
+    );
+    let Err(error) = journal.write(&ops) else {
+        return Ok(());
+    };
+    tracing::error!(%error, asks = answers.len(), "answers that cannot be journaled are not delivered: answering deny (journal_unavailable)");
+    for answer in answers.iter_mut() {
+        answer.response = Arc::new(journal_unavailable(&answer.response, &error));
+        if let Some(audit) = audit {
+            let mut line = serde_json::Map::new();
+            line.insert("time".into(), super::ask::now_ms().into());
+            line.insert("event".into(), "journal_unavailable".into());
+            line.insert("askId".into(), answer.response.ask_id.clone().into());
+            line.insert("outcome".into(), "journal_unavailable".into());
+            line.insert("error".into(), error.clone().into());
+            let _ = audit.append(line);
+        }
+    }
+    Err(AuditFailure {
+        reason: error,
+        errno: libc::EIO,
+    })
+}
+
 /// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
 pub(super) struct StateGuard<'a> {
     mutex: &'a Mutex<State>,
@@ -316,6 +378,24 @@ impl StateGuard<'_> {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };
+        // What changed is journaled before anyone is told (fail closed: a
+        // pending ask that could not be written is denied, since it would
+        // not survive a restart).
+        if let Err((error, pending)) = super::persist::flush(&mut guard) {
+            let reason = format!("{error}; permfs does not keep an ask it cannot journal");
+            for ask_id in &pending {
+                finish(
+                    &mut guard,
+                    ask_id,
+                    Outcome::JournalUnavailable,
+                    DecidedBy::JournalUnavailable {
+                        reason: reason.clone(),
+                    },
+                    Some(reason.clone()),
+                    None,
+                );
+            }
+        }
         let answers = std::mem::take(&mut guard.after_unlock.answers);
         let audit = guard.audit.clone();
         drop(guard);
@@ -386,8 +466,15 @@ impl StateGuard<'_> {
             let _ = answer.response.to_json();
         }
         let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
+        let mut result = result;
         {
             let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+            // Journaled before delivered, under the lock (so after any
+            // earlier change to the same ask, and an ask forgotten
+            // meanwhile is not written back).
+            if let Err(failure) = journal_answers(&mut state, &mut answers, audit) {
+                result = result.and(Err(failure));
+            }
             for answer in answers {
                 let Answer {
                     response,
@@ -422,6 +509,10 @@ impl StateGuard<'_> {
                     publish(&mut state, &inbox, event);
                     publish_below(&mut state, &inbox, change, &response.ask_id);
                 }
+            }
+            // Answers forgotten to keep the bounds (`retention::keep`).
+            if let Err((error, _)) = super::persist::flush(&mut state) {
+                tracing::error!(%error, "forgotten answers are still in the journal");
             }
         }
         let delivered = deliveries.len();
@@ -498,10 +589,19 @@ impl Authority {
         spec: SpawnSpec,
         default_cwd: &str,
     ) -> Result<SessionId, AuthorityError> {
-        lock(&self.state)
+        let mut state = lock(&self.state);
+        let id = state
             .tree
             .add_root(name, spec, default_cwd, self.owner_uid)
-            .map_err(AuthorityError::Invalid)
+            .map_err(AuthorityError::Invalid)?;
+        super::persist::mark_session(&mut state, &id);
+        Ok(id)
+    }
+
+    /// Whether a session `id` exists (a root restored from the journal is
+    /// not added again).
+    pub fn has_session(&self, id: &str) -> bool {
+        lock(&self.state).tree.get(id).is_some()
     }
 
     /// Re-reads the global config now (the daemon's `SIGHUP`); the error
@@ -574,6 +674,16 @@ impl Authority {
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)?;
         let serial = state.tree.get(&id).map_or(0, |s| s.serial);
+        super::persist::mark_session(&mut state, &id);
+        // A session the journal does not hold would vanish at a restart:
+        // none is spawned that could not be written.
+        if let Err(error) = self.write_journal(&mut state) {
+            state.tree.remove(&id);
+            tracing::error!(%error, session = %id, "spawn refused: the journal cannot be written");
+            return Err(AuthorityError::Full(format!(
+                "the session could not be journaled: {error}"
+            )));
+        }
         Ok((id, serial))
     }
 
@@ -702,6 +812,7 @@ impl Authority {
         }
         let removed = state.tree.remove(id);
         for session in &removed {
+            super::persist::mark_session(&mut state, session);
             if let Some(mut log) = state.events.remove(session) {
                 log.close();
             }
@@ -800,6 +911,101 @@ impl Authority {
         reason: String,
     ) -> Result<AskId, AuthorityError> {
         self.raise(session, rid, Err(reason))
+    }
+
+    /// Journals what was marked now, under the lock (before the caller is
+    /// answered), rather than when the lock is released.
+    pub(super) fn write_journal(&self, state: &mut State) -> Result<(), String> {
+        super::persist::flush(state).map_err(|(error, pending)| {
+            // Marked again: the next release tries once more (and denies
+            // the pending asks among them if it fails too).
+            for id in pending {
+                super::persist::mark_ask(state, &id);
+            }
+            error
+        })
+    }
+
+    /// Puts back what `journal` holds and journals every change from now
+    /// on (the mount calls this once, before serving, after the audit log
+    /// is set): sessions and their grants, pending asks in the same inboxes
+    /// with the same ids and deadlines, retained answers. The restart is an
+    /// audit line (`"event": "restored"`), so the chain shows it. Sessions
+    /// held by a lease are then ended (the handle that held them belonged
+    /// to the process that died). `Err` when the journal cannot be read or
+    /// the authority already holds asks.
+    pub fn restore(
+        &self,
+        journal: Arc<super::journal::Journal>,
+    ) -> Result<super::persist::Restored, String> {
+        let snapshot = journal.load()?;
+        let mut state = lock(&self.state);
+        if !state.asks.is_empty() || state.tree.all().next().is_some() {
+            return Err(
+                "the journal is restored into an authority that already holds state".into(),
+            );
+        }
+        state.journal = Some(journal);
+        let (mut restored, rewalk) = super::persist::restore(&mut state, snapshot);
+        // Under a judge's review when the process died: walked again from
+        // the asker, on the facts it had.
+        for ask_id in &rewalk {
+            if let Some(origin) = state.asks.get(ask_id).map(|a| a.origin.clone()) {
+                self.walk(&mut state, ask_id, &origin);
+            }
+        }
+        let leased: Vec<(String, u64, u32)> = state
+            .tree
+            .all()
+            .filter_map(|s| s.lease.map(|pid| (s.id.clone(), s.serial, pid)))
+            .collect();
+        for (id, _, pid) in &leased {
+            // SAFETY: kill with signal 0 only checks that the pid exists.
+            let alive = unsafe { libc::kill(*pid as libc::pid_t, 0) } == 0;
+            restored.ended_leases.push((id.clone(), *pid, alive));
+        }
+        // A first start (an empty journal) has nothing to tell.
+        let anything = restored.sessions + restored.unreadable > 0;
+        if let Some(audit) = state.audit.clone().filter(|_| anything) {
+            let mut line = serde_json::Map::new();
+            line.insert("time".into(), super::ask::now_ms().into());
+            line.insert("event".into(), "restored".into());
+            line.insert("epoch".into(), state.epoch.into());
+            if let Ok(serde_json::Value::Object(counts)) = serde_json::to_value(&restored) {
+                line.extend(counts);
+            }
+            audit
+                .append(line)
+                .map_err(|e| format!("the restart cannot be audited: {e}"))?;
+        }
+        drop(state);
+        for (id, serial, pid) in &leased {
+            if self.end_leased(id, *serial) {
+                tracing::info!(session = %id, pid, "its lease's handle died with the previous process: ended");
+            }
+        }
+        Ok(restored)
+    }
+
+    /// The journal in use, for `permfs status` (its size).
+    pub fn journal(&self) -> Option<Arc<super::journal::Journal>> {
+        lock(&self.state).journal.clone()
+    }
+
+    /// Whether changes are journaled (a restart keeps pending asks).
+    pub fn is_journaled(&self) -> bool {
+        lock(&self.state).journal.is_some()
+    }
+
+    /// Records that `pid` holds a lease on session `id` (numbered
+    /// `serial`) through a `ctl` handle: journaled, so a restart, which
+    /// loses the handle, ends the session (`persist.rs`).
+    pub fn note_lease(&self, id: &str, serial: u64, pid: u32) {
+        let mut state = lock(&self.state);
+        if let Some(session) = state.tree.get_mut(id).filter(|s| s.serial == serial) {
+            session.lease = Some(pid);
+            super::persist::mark_session(&mut state, id);
+        }
     }
 
     /// Records every decision from now on in `log`.
@@ -1515,6 +1721,48 @@ mod tests {
         );
         let report = super::super::audit::verify(&path).expect("verifies");
         assert_eq!((report.lines, report.torn_tail), (2, None));
+    }
+
+    /// Issue 26: a full journal fails closed. A rule's allow that cannot
+    /// be journaled is delivered as `journal_unavailable` (deny), an ask
+    /// that cannot be kept pending is denied the same way, and once there
+    /// is room again answers flow and are journaled.
+    #[test]
+    fn nothing_is_delivered_or_kept_pending_that_the_journal_cannot_hold() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("state dir");
+        let journal =
+            Arc::new(super::super::journal::Journal::open(&state, false).expect("journal"));
+        authority.restore(Arc::clone(&journal)).expect("empty");
+        add_interactive_main(&authority, &cwd);
+        // Requests bigger than a page, so each needs a new one.
+        let long = "x".repeat(9000);
+        let ls = format!(r#"{{"surface":"bash","value":"ls {long}"}}"#);
+        let make = format!(r#"{{"surface":"bash","value":"make {long}"}}"#);
+        journal.simulate_full(true).expect("capped");
+        let allowed = authority.submit("main", "r1", ls.as_bytes()).expect("ok");
+        let response = authority.response(&allowed).expect("answered");
+        assert_eq!(response.outcome, Outcome::JournalUnavailable);
+        assert!(!response.approved);
+        let pending = authority.submit("main", "r2", make.as_bytes()).expect("ok");
+        assert_eq!(
+            authority.response(&pending).map(|r| r.outcome),
+            Some(Outcome::JournalUnavailable),
+            "kept pending without a journal row"
+        );
+        assert!(authority.inbox("main").is_empty());
+        journal.simulate_full(false).expect("room again");
+        let again = authority.submit("main", "r3", ls.as_bytes()).expect("ok");
+        assert_eq!(
+            authority.response(&again).map(|r| r.outcome),
+            Some(Outcome::Allow)
+        );
+        let waiting = authority.submit("main", "r4", make.as_bytes()).expect("ok");
+        assert_eq!(authority.inbox("main"), vec![waiting]);
+        assert_eq!(journal.counts(), Ok((1, 1)), "r4 pending, r3 answered");
     }
 
     #[test]

@@ -412,6 +412,7 @@ impl Authority {
             broader_than_suggested,
         });
         recompile_grants(node);
+        super::persist::mark_session(state, session);
         Some(id)
     }
 
@@ -437,6 +438,7 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no grant {grant_id:?}")));
         }
         recompile_grants(node);
+        super::persist::mark_session(&mut state, session);
         Ok(())
     }
 

@@ -307,6 +307,7 @@ pub(super) fn forget(state: &mut State, ask_id: &str) {
     let Some(ask) = state.asks.remove(ask_id) else {
         return;
     };
+    super::persist::mark_ask(state, ask_id);
     let kept = &mut state.retention;
     kept.freed_since_trim += ask.retained.max(RETAINED_FIXED);
     kept.last_change = Some(Instant::now());

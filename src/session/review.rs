@@ -260,6 +260,8 @@ impl Authority {
             });
             super::authority::publish(state, &review.node, event);
             super::authority::publish_below(state, &review.node, "arrived", ask_id);
+            // Written in its inbox before the asker's write returns.
+            super::persist::mark_ask(state, ask_id);
         } else {
             finish(
                 state,

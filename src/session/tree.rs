@@ -6,14 +6,14 @@
 
 use crate::facts::access_path::CwdCache;
 use crate::policy::{CompiledRules, Rule};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub type SessionId = String;
 
 /// A grant recorded at a session: a rule with the last word on its surface.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Grant {
     pub id: String,
@@ -24,7 +24,7 @@ pub struct Grant {
     /// Patterns the person chose that cover more than permfs would have
     /// suggested from the facts (or something else entirely): shown so a
     /// wide grant is never silent.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broader_than_suggested: Vec<String>,
 }
 
@@ -53,6 +53,10 @@ pub struct Session {
     /// session from a later one under the same id (a spawn's lease ends
     /// only the session it was taken for).
     pub serial: u64,
+    /// The pid that spawned it with `lease` through a `ctl` handle: the
+    /// session ends when that handle closes. Journaled so a restart knows
+    /// the handle is gone and ends the session (`persist.rs`).
+    pub lease: Option<u32>,
 }
 
 /// Attributes a spawner gives a child.
@@ -126,7 +130,7 @@ impl SessionTree {
         &self.roots
     }
 
-    fn empty_grants() -> Arc<CompiledRules> {
+    pub(super) fn empty_grants() -> Arc<CompiledRules> {
         // An empty rule list always compiles.
         Arc::new(
             CompiledRules::compile(Vec::new(), "")
@@ -167,6 +171,7 @@ impl SessionTree {
                 compiled_grants: Self::empty_grants(),
                 views: Vec::new(),
                 serial: self.serials,
+                lease: None,
             },
         );
         self.roots.push(id.clone());
@@ -218,12 +223,54 @@ impl SessionTree {
             compiled_grants: Self::empty_grants(),
             views: Vec::new(),
             serial: self.serials,
+            lease: None,
         };
         self.sessions.insert(id.clone(), child);
         if let Some(parent_session) = self.sessions.get_mut(parent) {
             parent_session.children.insert(name.to_string(), id.clone());
         }
         Ok(id)
+    }
+
+    /// Puts back a session read from the journal (`persist.rs`): under
+    /// its parent, which must be back already, or as a root. Later serials
+    /// continue after the largest one restored.
+    pub fn restore(&mut self, session: Session) -> Result<(), String> {
+        if self.sessions.contains_key(&session.id) {
+            return Err(format!("session {:?} is restored twice", session.id));
+        }
+        match &session.parent {
+            Some(parent) => {
+                let name = session
+                    .id
+                    .strip_prefix(parent.as_str())
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .filter(|name| is_valid_name(name))
+                    .ok_or_else(|| {
+                        format!("session {:?} is not a child of {parent:?}", session.id)
+                    })?
+                    .to_string();
+                let parent_session = self
+                    .sessions
+                    .get_mut(parent)
+                    .ok_or_else(|| format!("session {:?} has no parent {parent:?}", session.id))?;
+                parent_session.children.insert(name, session.id.clone());
+            }
+            None => {
+                if !is_valid_name(&session.id) {
+                    return Err(format!("{:?} is not a root's name", session.id));
+                }
+                self.roots.push(session.id.clone());
+            }
+        }
+        self.serials = self.serials.max(session.serial);
+        self.sessions.insert(session.id.clone(), session);
+        Ok(())
+    }
+
+    /// Every session, parents before children (ids are paths).
+    pub fn all(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.values()
     }
 
     /// Removes a session and its descendants; returns every removed id.

@@ -145,6 +145,7 @@ impl Authority {
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
+        super::persist::mark_ask(&mut state, &ask_id);
         *state
             .pending_by_origin
             .entry(origin_id.clone())
@@ -179,7 +180,7 @@ impl Authority {
 
     /// Judges the ask at `start` and climbs until something answers or an
     /// interactive node takes it into its inbox.
-    fn walk(&self, state: &mut State, ask_id: &str, start: &str) {
+    pub(super) fn walk(&self, state: &mut State, ask_id: &str, start: &str) {
         let mut node_id = start.to_string();
         // The agents judged for are the asker's spawn chain: the same at
         // every hop, so found once.

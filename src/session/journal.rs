@@ -1,0 +1,361 @@
+//! The journal: what the authority must not lose when its process dies
+//! (issue 26), kept in an embedded transactional store in the state dir
+//! and read back at the next start.
+//!
+//! It holds the sessions (tree, cwd, agent, interactivity, asker and
+//! decider uids, serial, grants, and whether a `ctl` handle holds a lease
+//! on them, with the pid that took it), the pending asks (their request,
+//! the facts fixed at the asker, hops, inbox and deadline) and the
+//! answers still retained (their response, as readers read it). Trust
+//! records are not here: they already live in the state dir
+//! (`trust.json`); ids need no counter here either, since every id carries
+//! the daemon's epoch (`epoch.rs`), claimed durably at each start.
+//!
+//! **Why SQLite (through `rusqlite`, `bundled`).** A write is one small
+//! transaction of a few rows, read back only at start; SQLite in WAL mode
+//! commits such a transaction with one append to its log, survives a
+//! `SIGKILL` at any instant with every committed transaction intact, and
+//! is the store the most people have read the failure modes of. `redb`
+//! would do the same in pure Rust, but its commits rewrite tree pages
+//! (copy-on-write), more bytes per small commit, and its file format has
+//! changed across versions; `bundled` compiles SQLite's C with `cc`, so no
+//! system library is needed.
+//!
+//! **Durability follows the audit log's.** Without `--audit-sync` the audit
+//! log's lines reach the kernel, not the disk, before an answer is
+//! delivered; the journal then runs `synchronous=NORMAL`: a committed
+//! transaction survives the death of the process (the case this journal is
+//! for), and a power loss can take the last ones with the audit lines
+//! beside them, never leave the file inconsistent. With `--audit-sync` it
+//! runs `synchronous=FULL`: every commit is on disk before it returns.
+//!
+//! **What is written when.** The authority marks what it changed under its
+//! lock (`State::journal_dirty`) and writes it, in one transaction, before
+//! it releases that lock (`StateGuard::release`), so the journal sees the
+//! changes in the order the authority made them and a change is on record
+//! before the caller (a FUSE `write`, `mkdir`, …) is answered. Answers are
+//! written with their chunk (up to `RELEASE_CHUNK` in one transaction),
+//! after their audit line and before they are delivered. A rule-answered
+//! ask is written once, answered: it was never seen pending.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The journal's file in the state dir (SQLite adds `-wal` and `-shm`).
+pub const JOURNAL_FILE: &str = "journal.sqlite";
+
+/// The schema's version, kept in `user_version`: a journal written by a
+/// newer permfs is refused rather than misread.
+const SCHEMA_VERSION: i64 = 1;
+
+/// One change to write.
+#[derive(Debug)]
+pub(super) enum Op {
+    /// A session as it is now (its JSON, `StoredSession`).
+    PutSession {
+        id: String,
+        body: Vec<u8>,
+    },
+    DeleteSession {
+        id: String,
+    },
+    /// An ask as it is now: pending (`StoredAsk`) or answered (the
+    /// response's bytes).
+    PutAsk {
+        id: String,
+        origin: String,
+        rid: String,
+        answered: bool,
+        body: Vec<u8>,
+    },
+    DeleteAsk {
+        id: String,
+    },
+}
+
+/// What the journal held at start, rows in the order they were written.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// (id, body) of every session, parents before children.
+    pub sessions: Vec<(String, Vec<u8>)>,
+    /// (id, origin, rid, answered, body).
+    pub asks: Vec<(String, String, String, bool, Vec<u8>)>,
+}
+
+/// The open journal. Its connection is used only under the authority's
+/// lock (or at start), so its own mutex is never contended.
+pub struct Journal {
+    path: PathBuf,
+    connection: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal").field("path", &self.path).finish()
+    }
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `state_dir`. `sync`: every commit
+    /// reaches the disk before it returns (`synchronous=FULL`).
+    pub fn open(state_dir: &Path, sync: bool) -> Result<Self, String> {
+        let path = state_dir.join(JOURNAL_FILE);
+        let fail =
+            |what: &str, e: rusqlite::Error| format!("the journal {} {what}: {e}", path.display());
+        let connection = Connection::open(&path).map_err(|e| fail("cannot be opened", e))?;
+        // Owner-only: it holds every pending request.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        }
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .map_err(|e| fail("cannot use WAL mode", e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(format!(
+                "the journal {} cannot use WAL mode (it is in {mode:?})",
+                path.display()
+            ));
+        }
+        let synchronous = if sync { "FULL" } else { "NORMAL" };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA synchronous={synchronous};
+                 PRAGMA foreign_keys=OFF;"
+            ))
+            .map_err(|e| fail("cannot be set up", e))?;
+        let version: i64 = connection
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(|e| fail("cannot be read", e))?;
+        if version > SCHEMA_VERSION {
+            return Err(format!(
+                "the journal {} was written by a newer permfs (schema {version}, this one reads {SCHEMA_VERSION}); nothing is served rather than a state misread",
+                path.display()
+            ));
+        }
+        connection
+            .execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS sessions (
+                     id TEXT PRIMARY KEY NOT NULL,
+                     body BLOB NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS asks (
+                     id TEXT PRIMARY KEY NOT NULL,
+                     origin TEXT NOT NULL,
+                     rid TEXT NOT NULL,
+                     answered INTEGER NOT NULL,
+                     body BLOB NOT NULL
+                 );
+                 PRAGMA user_version={SCHEMA_VERSION};"
+            ))
+            .map_err(|e| fail("cannot be created", e))?;
+        Ok(Self {
+            path,
+            connection: Mutex::new(connection),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The journal's bytes on disk (the file and its write-ahead log), for
+    /// `permfs status`.
+    pub fn size_bytes(&self) -> u64 {
+        let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        size(&self.path) + size(Path::new(&wal))
+    }
+
+    /// Caps the journal at its present size (`true`) or lifts the cap: what
+    /// a full disk does to it (`SQLITE_FULL`), for tests of failing closed.
+    #[doc(hidden)]
+    pub fn simulate_full(&self, full: bool) -> Result<(), String> {
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let pages: i64 = if full {
+            connection
+                .query_row("PRAGMA page_count", [], |row| row.get(0))
+                .map_err(|e| e.to_string())?
+        } else {
+            1 << 30
+        };
+        connection
+            .query_row(&format!("PRAGMA max_page_count={pages}"), [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Writes `ops` in one transaction: all of them or none.
+    pub(super) fn write(&self, ops: &[Op]) -> Result<(), String> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let transaction = connection
+            .transaction()
+            .map_err(|e| format!("the journal cannot be written: {e}"))?;
+        for op in ops {
+            let done = match op {
+                Op::PutSession { id, body } => transaction
+                    .prepare_cached(
+                        "INSERT INTO sessions (id, body) VALUES (?1, ?2)
+                         ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+                    )
+                    .and_then(|mut s| s.execute(params![id, body])),
+                Op::DeleteSession { id } => transaction
+                    .prepare_cached("DELETE FROM sessions WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id])),
+                Op::PutAsk {
+                    id,
+                    origin,
+                    rid,
+                    answered,
+                    body,
+                } => transaction
+                    .prepare_cached(
+                        "INSERT INTO asks (id, origin, rid, answered, body) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(id) DO UPDATE SET answered = excluded.answered, body = excluded.body",
+                    )
+                    .and_then(|mut s| s.execute(params![id, origin, rid, answered, body])),
+                Op::DeleteAsk { id } => transaction
+                    .prepare_cached("DELETE FROM asks WHERE id = ?1")
+                    .and_then(|mut s| s.execute(params![id])),
+            };
+            done.map_err(|e| format!("the journal cannot be written: {e}"))?;
+        }
+        transaction
+            .commit()
+            .map_err(|e| format!("the journal cannot be committed: {e}"))
+    }
+
+    /// Everything the journal holds.
+    pub fn load(&self) -> Result<Snapshot, String> {
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fail = |e: rusqlite::Error| format!("the journal cannot be read: {e}");
+        let mut snapshot = Snapshot::default();
+        // Ids are paths: a parent's id sorts before its children's.
+        let mut sessions = connection
+            .prepare("SELECT id, body FROM sessions ORDER BY id")
+            .map_err(fail)?;
+        let rows = sessions
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(fail)?;
+        for row in rows {
+            snapshot.sessions.push(row.map_err(fail)?);
+        }
+        let mut asks = connection
+            .prepare("SELECT id, origin, rid, answered, body FROM asks ORDER BY rowid")
+            .map_err(fail)?;
+        let rows = asks
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })
+            .map_err(fail)?;
+        for row in rows {
+            snapshot.asks.push(row.map_err(fail)?);
+        }
+        Ok(snapshot)
+    }
+
+    /// How many asks the journal holds (pending, answered), for tests and
+    /// `permfs status`.
+    pub fn counts(&self) -> Result<(u64, u64), String> {
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = |answered: bool| {
+            connection
+                .query_row(
+                    "SELECT count(*) FROM asks WHERE answered = ?1",
+                    params![answered],
+                    |row| row.get::<_, i64>(0),
+                )
+                .optional()
+                .map(|n| n.unwrap_or(0).max(0) as u64)
+                .map_err(|e| format!("the journal cannot be read: {e}"))
+        };
+        Ok((count(false)?, count(true)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_batch_is_read_back_and_a_delete_removes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let journal = Journal::open(dir.path(), false).expect("opened");
+        journal
+            .write(&[
+                Op::PutSession {
+                    id: "main/a".into(),
+                    body: b"{\"a\":1}".to_vec(),
+                },
+                Op::PutSession {
+                    id: "main".into(),
+                    body: b"{}".to_vec(),
+                },
+                Op::PutAsk {
+                    id: "1.1-r".into(),
+                    origin: "main".into(),
+                    rid: "r".into(),
+                    answered: false,
+                    body: b"p".to_vec(),
+                },
+                Op::PutAsk {
+                    id: "1.1-r".into(),
+                    origin: "main".into(),
+                    rid: "r".into(),
+                    answered: true,
+                    body: b"a".to_vec(),
+                },
+            ])
+            .expect("written");
+        drop(journal);
+        let journal = Journal::open(dir.path(), true).expect("reopened");
+        let snapshot = journal.load().expect("loaded");
+        let ids: Vec<&str> = snapshot.sessions.iter().map(|(i, _)| i.as_str()).collect();
+        assert_eq!(ids, vec!["main", "main/a"], "parents first");
+        assert_eq!(snapshot.asks.len(), 1);
+        assert!(snapshot.asks[0].3, "the later write wins");
+        assert_eq!(snapshot.asks[0].4, b"a".to_vec());
+        journal
+            .write(&[Op::DeleteAsk { id: "1.1-r".into() }])
+            .expect("deleted");
+        assert_eq!(journal.counts(), Ok((0, 0)));
+    }
+
+    #[test]
+    fn a_journal_of_a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        drop(Journal::open(dir.path(), false).expect("opened"));
+        let connection = Connection::open(dir.path().join(JOURNAL_FILE)).expect("sqlite");
+        connection
+            .execute_batch("PRAGMA user_version=99;")
+            .expect("set");
+        drop(connection);
+        let error = Journal::open(dir.path(), false).expect_err("refused");
+        assert!(error.contains("newer permfs"), "{error}");
+    }
+}
