@@ -480,3 +480,43 @@ fn no_view_binds_the_cwd_plainly_and_says_so() {
         "{output:?}"
     );
 }
+
+#[test]
+fn a_file_replaced_on_the_host_is_read_afresh() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let work = work(&daemon);
+    let script = r#"
+      echo "before=$(cat a.txt)"
+      echo go > ready
+      while [ ! -e replaced ]; do sleep 0.05; done
+      echo "after=$(cat a.txt)"
+    "#;
+    let child = permfs_run(&daemon, &[])
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    let mut running = Running(child);
+    eventually("the sandbox read the file once", || {
+        work.join("ready").exists()
+    });
+    // An editor's save: a new file renamed over the old name.
+    std::fs::write(work.join("a.new"), "edited\n").expect("new file");
+    std::fs::rename(work.join("a.new"), work.join("a.txt")).expect("renamed over");
+    std::fs::write(work.join("replaced"), "").expect("marker");
+    let child = &mut running.0;
+    child.wait().expect("exits");
+    let mut out = String::new();
+    use std::io::Read;
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("output");
+    assert_eq!(field(&out, "before").as_deref(), Some("hello"), "{out}");
+    assert_eq!(field(&out, "after").as_deref(), Some("edited"), "{out}");
+}

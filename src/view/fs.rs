@@ -43,7 +43,9 @@ type Listing = Vec<(OsString, FileType, u64)>;
 /// An open file: the real descriptor, and the passthrough backing the
 /// kernel was given for it (held until the last handle of the node closes).
 struct OpenFile {
-    file: OwnedFd,
+    /// `None` for a passthrough open answered from the node's kept
+    /// backing: the kernel reopens the backing file itself.
+    file: Option<OwnedFd>,
     ino: u64,
     passthrough: bool,
 }
@@ -56,7 +58,7 @@ pub(super) struct Inner {
     files: Mutex<HashMap<u64, OpenFile>>,
     /// Per node: the backing id every passthrough open of it must share
     /// (the kernel refuses a second one), with the handles using it.
-    backings: Mutex<HashMap<u64, (Arc<BackingId>, usize)>>,
+    backings: Mutex<HashMap<u64, Backing>>,
     next_fh: AtomicU64,
     next_rid: AtomicU64,
     /// The kernel took FUSE passthrough at init.
@@ -160,6 +162,20 @@ fn open_accesses(flags: i32) -> Vec<Access> {
     }
     accesses
 }
+
+/// A node's passthrough backing: kept after its last handle closes (until
+/// the kernel forgets the node, or [`MAX_IDLE_BACKINGS`] is passed), so the
+/// next open of the same file needs neither an `openat` nor a
+/// registration. `file` is the backing file's `(dev, ino)`: a name that
+/// now holds another file is opened afresh.
+struct Backing {
+    id: Arc<BackingId>,
+    users: usize,
+    file: (u64, u64),
+}
+
+/// Idle backings kept at most (each holds a descriptor in the kernel).
+const MAX_IDLE_BACKINGS: usize = 4096;
 
 /// The continuation of an operation once its accesses are judged.
 type Then = Box<dyn FnOnce(&Arc<Inner>, Result<(), Errno>) + Send>;
@@ -410,17 +426,17 @@ impl Inner {
         if self.passthrough.load(Ordering::Relaxed) {
             match self.backing(ino, &file, |fd| reply.open_backing(fd)) {
                 Ok(id) => {
-                    self.files_insert(fh, file, ino, true);
+                    self.files_insert(fh, Some(file), ino, true);
                     return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
                 }
                 Err(error) => self.fall_back(error),
             }
         }
-        self.files_insert(fh, file, ino, false);
+        self.files_insert(fh, Some(file), ino, false);
         reply.opened(FileHandle(fh), FopenFlags::empty())
     }
 
-    fn files_insert(&self, fh: u64, file: OwnedFd, ino: u64, passthrough: bool) {
+    fn files_insert(&self, fh: u64, file: Option<OwnedFd>, ino: u64, passthrough: bool) {
         if let Ok(mut files) = self.files.lock() {
             files.insert(
                 fh,
@@ -440,14 +456,65 @@ impl Inner {
         file: &OwnedFd,
         open_backing: impl FnOnce(&OwnedFd) -> std::io::Result<BackingId>,
     ) -> std::io::Result<Arc<BackingId>> {
+        let identity = sys::stat_fd(file.as_raw_fd()).map(|st| (st.st_dev, st.st_ino))?;
         let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((id, users)) = backings.get_mut(&ino) {
-            *users += 1;
-            return Ok(Arc::clone(id));
+        match backings.get_mut(&ino) {
+            // The kernel takes one backing per inode while any handle is
+            // open: a second open shares it.
+            Some(backing) if backing.users > 0 || backing.file == identity => {
+                backing.users += 1;
+                return Ok(Arc::clone(&backing.id));
+            }
+            Some(_) => {
+                backings.remove(&ino);
+            }
+            None => {}
         }
         let id = Arc::new(open_backing(file)?);
-        backings.insert(ino, (Arc::clone(&id), 1));
+        backings.insert(
+            ino,
+            Backing {
+                id: Arc::clone(&id),
+                users: 1,
+                file: identity,
+            },
+        );
         Ok(id)
+    }
+
+    /// The node's kept backing, when the name still holds that file:
+    /// one `fstatat` instead of an `openat` and a registration.
+    fn kept_backing(&self, ino: u64) -> Option<Arc<BackingId>> {
+        let (dir, name) = self.nodes().at(ino)?;
+        let st = sys::stat_at(dir.as_raw_fd(), &name).ok()?;
+        let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
+        let backing = backings.get_mut(&ino)?;
+        if backing.file != (st.st_dev, st.st_ino) {
+            return None;
+        }
+        backing.users += 1;
+        Some(Arc::clone(&backing.id))
+    }
+
+    /// The kernel forgot `ino`: its kept backing goes.
+    fn forget_backing(&self, ino: u64) {
+        let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
+        if backings.get(&ino).is_some_and(|b| b.users == 0) {
+            backings.remove(&ino);
+        }
+    }
+
+    /// The descriptor of handle `fh`, or, for a handle that holds none (a
+    /// passthrough open from a kept backing), node `ino` opened afresh with
+    /// `flags` (kept alive by the first member).
+    fn fd_of(&self, fh: u64, ino: u64, flags: i32) -> Result<(Option<OwnedFd>, i32), Errno> {
+        if let Some(fd) = self.file_fd(fh) {
+            return Ok((None, fd));
+        }
+        let (dir, name) = self.nodes().at(ino).ok_or(Errno::EBADF)?;
+        let file = sys::open_at(dir.as_raw_fd(), &name, flags, 0).map_err(io_errno)?;
+        let fd = file.as_raw_fd();
+        Ok((Some(file), fd))
     }
 
     fn fall_back(&self, error: std::io::Error) {
@@ -462,21 +529,21 @@ impl Inner {
         if let Some(file) = file {
             if file.passthrough {
                 let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some((_, users)) = backings.get_mut(&file.ino) {
-                    *users -= 1;
-                    if *users == 0 {
-                        backings.remove(&file.ino);
-                    }
+                if let Some(backing) = backings.get_mut(&file.ino) {
+                    backing.users = backing.users.saturating_sub(1);
+                }
+                if backings.len() > MAX_IDLE_BACKINGS {
+                    backings.retain(|_, b| b.users > 0);
                 }
             }
         }
     }
 
     fn file_fd(&self, fh: u64) -> Option<i32> {
-        self.files
-            .lock()
-            .ok()
-            .and_then(|f| f.get(&fh).map(|o| o.file.as_raw_fd()))
+        self.files.lock().ok().and_then(|f| {
+            f.get(&fh)
+                .and_then(|o| o.file.as_ref().map(|f| f.as_raw_fd()))
+        })
     }
 }
 
@@ -517,7 +584,14 @@ impl Filesystem for ViewFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.inner.nodes().forget(ino.0, nlookup);
+        let gone = {
+            let mut nodes = self.inner.nodes();
+            nodes.forget(ino.0, nlookup);
+            nodes.path(ino.0).is_none()
+        };
+        if gone {
+            self.inner.forget_backing(ino.0);
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -795,6 +869,13 @@ impl Filesystem for ViewFs {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                if inner.passthrough.load(Ordering::Relaxed) {
+                    if let Some(id) = inner.kept_backing(ino) {
+                        let fh = inner.fh();
+                        inner.files_insert(fh, None, ino, true);
+                        return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
+                    }
+                }
                 let Some((dir, name)) = inner.nodes().at(ino) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -862,7 +943,7 @@ impl Filesystem for ViewFs {
                 if inner.passthrough.load(Ordering::Relaxed) {
                     match inner.backing(ino, &file, |fd| reply.open_backing(fd)) {
                         Ok(id) => {
-                            inner.files_insert(fh, file, ino, true);
+                            inner.files_insert(fh, Some(file), ino, true);
                             return reply.created_passthrough(
                                 &inner.ttl(),
                                 &attr,
@@ -875,7 +956,7 @@ impl Filesystem for ViewFs {
                         Err(error) => inner.fall_back(error),
                     }
                 }
-                inner.files_insert(fh, file, ino, false);
+                inner.files_insert(fh, Some(file), ino, false);
                 reply.created(&inner.ttl(), &attr, Generation(0), FileHandle(fh), FopenFlags::empty())
             }),
         );
@@ -952,17 +1033,18 @@ impl Filesystem for ViewFs {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.inner.file_fd(fh.0) {
-            Some(fd) => match sys::fsync(fd, datasync) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(io_errno(e)),
-            },
-            None => reply.error(Errno::EBADF),
+        let result = self
+            .inner
+            .fd_of(fh.0, ino.0, libc::O_RDONLY)
+            .and_then(|(_held, fd)| sys::fsync(fd, datasync).map_err(io_errno));
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -977,7 +1059,14 @@ impl Filesystem for ViewFs {
         reply.error(Errno::ENOSYS);
     }
 
-    fn readdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
         let path = match self.inner.path_of(ino.0) {
             Ok(path) => path,
             Err(e) => return reply.error(e),
@@ -1096,19 +1185,20 @@ impl Filesystem for ViewFs {
     fn fallocate(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.inner.file_fd(fh.0) {
-            Some(fd) => match sys::fallocate(fd, mode, offset, length) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(io_errno(e)),
-            },
-            None => reply.error(Errno::EBADF),
+        let result = self
+            .inner
+            .fd_of(fh.0, ino.0, libc::O_WRONLY)
+            .and_then(|(_held, fd)| sys::fallocate(fd, mode, offset, length).map_err(io_errno));
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
     }
 }
