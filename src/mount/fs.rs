@@ -176,6 +176,22 @@ fn errno(error: &AuthorityError) -> Errno {
     }
 }
 
+/// Whether an open handle of `node` holds state of the server that gave
+/// it (a draft, an exchange, a cursor, a snapshot, a review, a lease).
+fn holds_handle_state(node: &Node) -> bool {
+    !matches!(
+        node,
+        Node::Readme
+            | Node::SessionJson(_)
+            | Node::RulesJson(_)
+            | Node::AuditLog
+            | Node::Response(..)
+            | Node::InboxItem(..)
+            | Node::Grant(..)
+            | Node::PiResponse(..)
+    )
+}
+
 fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
     let start = (offset as usize).min(content.len());
     let end = start.saturating_add(size as usize).min(content.len());
@@ -809,9 +825,11 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
-        // A previous server's handle: only a response's answer can be read
-        // again (by its name); an exchange's draft died with that server.
-        if self.is_stale(fh.0) && !matches!(node, Node::Response(..)) {
+        // A previous server's handle reads on where the node alone says
+        // what to read (a view, an answer by its name); where the handle
+        // held state (a draft, a cursor, a snapshot) that died with that
+        // server, it is stale.
+        if self.is_stale(fh.0) && holds_handle_state(&node) {
             return reply.error(Errno::ESTALE);
         }
         if let Node::Events(_) = &node {
@@ -908,7 +926,9 @@ impl Filesystem for PermFs {
         // An ask raised here fixes its facts as this caller sees the
         // filesystem (its own mount namespace when it is sandboxed).
         let _asker = crate::facts::fence::AskerScope::enter(req.pid());
-        if self.is_stale(fh.0) {
+        // A decision names its ask (the inbox entry): it holds no state in
+        // its handle, so one in flight across a restart is taken.
+        if self.is_stale(fh.0) && !matches!(self.inodes.node(ino.0), Some(Node::InboxItem(..))) {
             return reply.error(Errno::ESTALE);
         }
         // A decision on an ask that has just left the inbox is told
