@@ -218,6 +218,20 @@ fn twenty_sigkills_and_the_stat_loop_sees_no_error() {
     let stop = daemon.dir.path().join("stop");
     let stop_s = stop.to_string_lossy();
     let stats = spawn(STAT_LOOP, &[&session.to_string_lossy(), &stop_s]);
+    // A sandbox's view of its session: a bind of the session directory in
+    // a mount namespace of its own (it dies with the loop), whose root
+    // keeps the inode number the first server gave.
+    let bind = daemon.dir.path().join("bound");
+    std::fs::create_dir(&bind).expect("bind point");
+    let sandboxed = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && exec "$3" -c "$4" "$2" "$5""#)
+        .args(["sh", &session.to_string_lossy(), &bind.to_string_lossy()])
+        .args([python(), STAT_LOOP, &stop_s])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("unshare runs");
+    std::thread::sleep(Duration::from_millis(300));
     let asker = spawn(
         ASKER,
         &[&ask.to_string_lossy(), RULE_ANSWERED, "0", &stop_s],
@@ -231,8 +245,15 @@ fn twenty_sigkills_and_the_stat_loop_sees_no_error() {
     assert_eq!(ruled.outcomes.get("allow"), Some(&1), "{:?}", ruled.errors);
     std::fs::write(&stop, "").expect("stop file");
     let stats = summary(stats);
+    let sandboxed = summary(sandboxed);
     let asked = summary(asker);
     let status = daemon.status();
+    assert!(
+        sandboxed.errors.is_empty() && sandboxed.outcomes.get("ok").is_some_and(|&n| n > 0),
+        "the loop through a bind of the session saw errors across 20 restarts: {:?} {:?}",
+        sandboxed.outcomes,
+        sandboxed.errors
+    );
     assert!(
         status["restarts"].as_u64().is_some_and(|r| r >= 20),
         "{status}"
@@ -255,8 +276,8 @@ fn twenty_sigkills_and_the_stat_loop_sees_no_error() {
         asked.errors
     );
     eprintln!(
-        "20 restarts: stat loop {:?}; asker {:?} {:?}",
-        stats.outcomes, asked.outcomes, asked.errors
+        "20 restarts: stat loop {:?}; through a bind {:?}; asker {:?} {:?}",
+        stats.outcomes, sandboxed.outcomes, asked.outcomes, asked.errors
     );
 }
 
