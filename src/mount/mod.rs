@@ -325,6 +325,10 @@ pub fn serve(
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);
     let notifier = Arc::clone(&filesystem.notifier);
+    // Issue 26 part A's seam: `Authority::restore(&state_dir)` belongs
+    // before this point (after the epoch and the audit log, which the
+    // restore continues), so the sessions it brings back are adopted by
+    // the numbers the kernel knows them by.
     if hello.takeover {
         let adopted = filesystem.adopt_prior_nodes();
         tracing::info!(adopted, "taking over the connection of a previous server");

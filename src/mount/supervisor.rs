@@ -775,3 +775,25 @@ pub fn request_upgrade(mountpoint: &Path, state_dir: Option<PathBuf>) -> i32 {
     eprintln!("permfs mount --upgrade: the supervisor did not report an upgrade (see its log)");
     1
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_tables_escapes_are_undone() {
+        assert_eq!(unescape("/tmp/a\\040b"), "/tmp/a b");
+        assert_eq!(unescape("/tmp/tab\\011x\\134y"), "/tmp/tab\tx\\y");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/odd\\9"), "/odd\\9", "not octal: kept");
+    }
+
+    #[test]
+    fn a_status_file_is_named_by_the_mount_point() {
+        let dir = Path::new("/state");
+        let a = status_path(dir, Path::new("/mnt/a"));
+        assert_eq!(a, status_path(dir, Path::new("/mnt/a")));
+        assert_ne!(a, status_path(dir, Path::new("/mnt/b")));
+        assert!(a.starts_with("/state/mounts"));
+    }
+}
