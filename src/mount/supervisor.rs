@@ -41,8 +41,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Restart delays for a server that keeps dying at once.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// A server that served this long before dying is restarted at once.
-const STABLE_AFTER: Duration = Duration::from_secs(5);
+/// A server that served this long before dying is restarted at once; one
+/// that died sooner, after [`FIRST_BACKOFF`] (a server that crashes on
+/// its first requests must not make the supervisor spin).
+const STABLE_AFTER: Duration = Duration::from_secs(1);
 
 /// What the supervisor tells a server at its start.
 pub struct Hello {
@@ -219,7 +221,9 @@ fn absolute(path: &Path) -> PathBuf {
 struct Server {
     child: Child,
     control: BufReader<UnixStream>,
+    /// Start time, for the status file (seconds since the epoch).
     started: u64,
+    since: Instant,
 }
 
 impl Server {
@@ -382,6 +386,7 @@ impl Supervisor {
             child,
             control: BufReader::new(ours),
             started: unix_now(),
+            since: Instant::now(),
         };
         let hello = format!(
             "hello {} {}",
@@ -678,7 +683,7 @@ pub fn run(options: MountOptions) -> i32 {
             let _ = std::fs::remove_file(status_path(&supervisor.state_dir, &mountpoint));
             return 0;
         }
-        let served_for = Duration::from_secs(unix_now().saturating_sub(server.started));
+        let served_for = server.since.elapsed();
         tracing::error!(%exited, pid = server.child.id(), "the server died; starting another on the same mount");
         if served_for < STABLE_AFTER {
             std::thread::sleep(FIRST_BACKOFF);
