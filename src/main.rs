@@ -23,6 +23,8 @@ fn main() {
         Command::Resolve(args) => permfs::cli::resolve::run(args),
         Command::CheckConfig(args) => permfs::cli::check_config::run(args),
         Command::Mount(args) => permfs::cli::mount::run(args),
+        Command::Serve(args) => permfs::cli::mount::serve(args),
+        Command::Status(args) => permfs::cli::status::run(args),
         Command::Audit(command) => permfs::cli::audit::run(command),
         Command::Prompt(args) => permfs::cli::prompt::run(args),
         Command::Hook(args) => permfs::cli::hook::run(args),

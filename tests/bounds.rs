@@ -60,7 +60,7 @@ fn long_name(n: usize, len: usize) -> String {
 #[test]
 fn one_askers_worst_case_is_bounded_with_clear_errors() {
     let daemon = Daemon::start(CONFIG, None);
-    let pid = daemon.pid();
+    let pid = daemon.server_pid();
     let before = rss_kib(pid, "VmRSS:");
 
     // A chain of 200-byte names: the 33rd level is refused (depth 32).

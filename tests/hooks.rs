@@ -615,7 +615,7 @@ fn a_stopped_daemon_is_denied_by_the_hooks_own_deadline() {
         "codex-pre-tool-use-bash.json",
         &[("SESSION", "h1"), ("CWD", &cwd), ("COMMAND", "git status")],
     );
-    let pid = daemon.pid() as i32;
+    let pid = daemon.server_pid() as i32;
     // SAFETY: signalling the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let started = std::time::Instant::now();

@@ -134,7 +134,7 @@ fn stuck_judges_hold_up_nobody(stuck: &str, message: &str, reason: &str) {
         "the stuck reviews ended by their timeout, not after each other"
     );
     no_judge_left(dir.path());
-    let rss = rss_kib(daemon.pid());
+    let rss = rss_kib(daemon.server_pid());
     eprintln!("daemon VmRSS after the stuck judges: {rss} KiB");
     assert!(rss > 0 && rss < 100 * 1024, "daemon VmRSS {rss} KiB");
 }

@@ -566,8 +566,16 @@ fn pi_child_when_the_daemon(signal: i32) {
     eventually("the child's ask waits in main's inbox", || {
         daemon.inbox("main").len() == 1
     });
+    // A stopped daemon is a stopped server (stopping the supervisor would
+    // stop nothing that serves); a killed one is the supervisor, whose
+    // death ends the mount.
+    let target = if signal == libc::SIGSTOP {
+        daemon.server_pid()
+    } else {
+        daemon.pid()
+    };
     // SAFETY: killing the daemon this test started.
-    unsafe { libc::kill(daemon.pid() as i32, signal) };
+    unsafe { libc::kill(target as i32, signal) };
     let killed = std::time::Instant::now();
     let status = loop {
         if let Some(status) = run.try_wait().expect("waits") {
@@ -575,7 +583,7 @@ fn pi_child_when_the_daemon(signal: i32) {
         }
         if killed.elapsed() > std::time::Duration::from_secs(30) {
             // SAFETY: as above.
-            unsafe { libc::kill(daemon.pid() as i32, libc::SIGCONT) };
+            unsafe { libc::kill(target as i32, libc::SIGCONT) };
             let _ = run.kill();
             let _ = run.wait();
             panic!("permfs run --pi still waits 30 s after the daemon died");
@@ -583,7 +591,7 @@ fn pi_child_when_the_daemon(signal: i32) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     // SAFETY: as above; a stopped daemon must run to unmount.
-    unsafe { libc::kill(daemon.pid() as i32, libc::SIGCONT) };
+    unsafe { libc::kill(target as i32, libc::SIGCONT) };
     let mut stderr = String::new();
     if let Some(mut pipe) = run.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);

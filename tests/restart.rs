@@ -32,9 +32,20 @@ fn have_fusermount3() -> bool {
 #[test]
 fn a_mount_point_left_by_a_killed_daemon_is_detached_and_reused() {
     let mut first = Daemon::start(r#"{"permission": {"bash": "allow"}}"#, None);
+    let server = first.server_pid();
     let mut child = first.child.take().expect("daemon process");
     child.kill().expect("SIGKILL");
     let _ = child.wait();
+    // The server dies with its supervisor (a moment later: the kernel
+    // sends it SIGKILL when its parent is gone).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{server}")).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the server outlived its supervisor"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let dead = std::fs::read_dir(&first.mountpoint).map_err(|e| e.raw_os_error());
     assert_eq!(dead.err(), Some(Some(libc::ENOTCONN)), "a dead mount point");
 

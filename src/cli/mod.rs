@@ -12,6 +12,7 @@ pub mod mount_client;
 pub mod prompt;
 pub mod resolve;
 pub mod run;
+pub mod status;
 pub mod trust;
 pub mod untrusted;
 pub mod wall;
@@ -38,8 +39,19 @@ pub enum Command {
     /// Work with the audit log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
-    /// Mount the permission authority at MOUNTPOINT (foreground).
+    /// Mount the permission authority at MOUNTPOINT (foreground). A small
+    /// supervisor holds the mount and runs the server; a server that dies
+    /// is replaced on the same mount (callers see a pause). SIGINT/SIGTERM
+    /// stop and unmount, SIGHUP re-reads the config, SIGUSR2 (or
+    /// `--upgrade`) replaces the server with the binary on disk.
     Mount(mount::MountArgs),
+    /// The supervisor's and the server's pids, uptime, restarts, sessions,
+    /// pending asks and the journal's size, of a running mount.
+    Status(status::StatusArgs),
+    /// Internal: one server of a mount, started by `permfs mount` with the
+    /// mount's descriptor.
+    #[command(hide = true)]
+    Serve(mount::ServeArgs),
     /// Decide pending asks in the terminal: the queue below a session, one
     /// ask per screen, keys to allow or deny (decisions go to the inbox).
     Prompt(prompt::PromptArgs),

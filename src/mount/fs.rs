@@ -9,7 +9,7 @@ mod permissions;
 
 use super::caller::Namespaces;
 use super::drafts::{AwaitingRead, Draft, Drafts, EarlyRead, Raising, ReadAt, Submit, Written};
-use super::nodes::{Folder, Inodes, Node, Owner, ResponseIo};
+use super::nodes::{Folder, InodeKey, Inodes, Node, Owner, ResponseIo};
 use super::parking::{Parked, ParkedRead, Woken};
 use crate::facts::request::Request as AskRequest;
 use crate::session::ask::{serial_of, Response};
@@ -113,6 +113,9 @@ pub struct PermFs {
     gid: u32,
     started: SystemTime,
     next_fh: AtomicU64,
+    /// The first handle this server gave: a smaller one was given by a
+    /// server before it on the same connection (`docs/restart.md`).
+    first_fh: AtomicU64,
     /// Numbers the asks made through `ask` files (`ask-<n>`).
     next_ask: AtomicU64,
     drafts: Mutex<Drafts>,
@@ -173,6 +176,22 @@ fn errno(error: &AuthorityError) -> Errno {
     }
 }
 
+/// Whether an open handle of `node` holds state of the server that gave
+/// it (a draft, an exchange, a cursor, a snapshot, a review, a lease).
+fn holds_handle_state(node: &Node) -> bool {
+    !matches!(
+        node,
+        Node::Readme
+            | Node::SessionJson(_)
+            | Node::RulesJson(_)
+            | Node::AuditLog
+            | Node::Response(..)
+            | Node::InboxItem(..)
+            | Node::Grant(..)
+            | Node::PiResponse(..)
+    )
+}
+
 fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
     let start = (offset as usize).min(content.len());
     let end = start.saturating_add(size as usize).min(content.len());
@@ -186,10 +205,21 @@ impl PermFs {
         audit_path: Option<std::path::PathBuf>,
         workers: usize,
     ) -> Self {
+        Self::with_inode_key(authority, audit_path, workers, InodeKey::random())
+    }
+
+    /// The filesystem, its inode numbers derived with `key` (the
+    /// supervisor's, so every server it starts numbers nodes alike).
+    pub fn with_inode_key(
+        authority: Arc<Authority>,
+        audit_path: Option<std::path::PathBuf>,
+        workers: usize,
+        key: InodeKey,
+    ) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         // A forgotten ask's files leave the inode table too.
-        let inodes = Arc::new(Inodes::default());
+        let inodes = Arc::new(Inodes::with_key(key));
         let retire = Arc::clone(&inodes);
         authority.on_forget(Arc::new(move |session: &str, rid: &str| {
             retire.retire_ask(session, rid)
@@ -203,6 +233,7 @@ impl PermFs {
             gid,
             started: SystemTime::now(),
             next_fh: AtomicU64::new(1),
+            first_fh: AtomicU64::new(1),
             next_ask: AtomicU64::new(1),
             drafts: Mutex::new(Drafts::default()),
             nonblocking: Mutex::new(HashMap::new()),
@@ -224,6 +255,42 @@ impl PermFs {
             max_fills: workers.saturating_sub(1).max(1),
             views: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Handles start at `epoch << 40`: the epoch grows with every start,
+    /// so a handle a previous server gave (still open in some process
+    /// across a restart) is never one this server gives, and is told
+    /// apart by [`Self::is_stale`].
+    pub fn start_handles_at_epoch(&self, epoch: u64) {
+        let first = epoch.saturating_mul(1 << 40).max(1);
+        self.first_fh.store(first, Ordering::Relaxed);
+        self.next_fh.store(first, Ordering::Relaxed);
+    }
+
+    /// Whether `fh` was given by a server before this one: what that
+    /// server kept for it (a draft, an exchange, a cursor) is gone.
+    fn is_stale(&self, fh: u64) -> bool {
+        fh != 0 && fh < self.first_fh.load(Ordering::Relaxed)
+    }
+
+    /// This server took over a connection another one served: the nodes
+    /// the mount shows now are found by the numbers the kernel knows them
+    /// by (`Inodes::adopt_prior`). Returns how many.
+    pub fn adopt_prior_nodes(&self) -> usize {
+        /// A bound on the walk (a tree this size is far past the limits).
+        const MAX_NODES: usize = 4_000_000;
+        let mut found = Vec::new();
+        let mut queue = std::collections::VecDeque::from([Node::Root]);
+        while let Some(node) = queue.pop_front() {
+            if found.len() >= MAX_NODES {
+                break;
+            }
+            if node.is_dir() {
+                queue.extend(self.entries(&node).into_iter().map(|(_, child)| child));
+            }
+            found.push(node);
+        }
+        self.inodes.adopt_prior(found)
     }
 
     /// Drops what the daemon kept for an open handle (its answer, cursor,
@@ -759,6 +826,13 @@ impl Filesystem for PermFs {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
+        // A previous server's handle reads on where the node alone says
+        // what to read (a view, an answer by its name); where the handle
+        // held state (a draft, a cursor, a snapshot) that died with that
+        // server, it is stale.
+        if self.is_stale(fh.0) && holds_handle_state(&node) {
+            return reply.error(Errno::ESTALE);
+        }
         if let Node::Events(_) = &node {
             return self.read_events(req, fh.0, size, reply);
         }
@@ -853,6 +927,11 @@ impl Filesystem for PermFs {
         // An ask raised here fixes its facts as this caller sees the
         // filesystem (its own mount namespace when it is sandboxed).
         let _asker = crate::facts::fence::AskerScope::enter(req.pid());
+        // A decision names its ask (the inbox entry): it holds no state in
+        // its handle, so one in flight across a restart is taken.
+        if self.is_stale(fh.0) && !matches!(self.inodes.node(ino.0), Some(Node::InboxItem(..))) {
+            return reply.error(Errno::ESTALE);
+        }
         // A decision on an ask that has just left the inbox is told
         // `EALREADY` by the authority, not `ENOENT` here.
         let node = match self.inodes.node(ino.0) {
@@ -1325,6 +1404,9 @@ impl Filesystem for PermFs {
         _flags: PollFlags,
         reply: ReplyPoll,
     ) {
+        if self.is_stale(fh.0) {
+            return reply.error(Errno::ESTALE);
+        }
         let node = match self.node(ino) {
             Ok(node) => node,
             Err(e) => return reply.error(e),

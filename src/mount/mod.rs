@@ -1,4 +1,6 @@
-//! The FUSE daemon: mounts [`fs::PermFs`] and runs until SIGINT/SIGTERM.
+//! The FUSE daemon: a supervisor (`supervisor.rs`) holds the mount and
+//! runs a server, [`serve`], that serves [`fs::PermFs`] on its descriptor
+//! until SIGINT/SIGTERM, and starts another if the server dies.
 
 pub mod caller;
 mod drafts;
@@ -6,10 +8,11 @@ pub mod fs;
 pub mod fusermount;
 pub mod nodes;
 pub mod parking;
+pub mod supervisor;
 
 use crate::policy::layers::{PolicyLoader, PolicySources};
 use crate::session::{Authority, SpawnSpec};
-use fuser::{Config, Errno, MountOption, SessionACL};
+use fuser::{Config, Errno, SessionACL};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -42,7 +45,7 @@ pub fn default_state_dir() -> PathBuf {
 
 /// Whether `path` is already a FUSE mount point (a second daemon there
 /// would fail obscurely or shadow the first).
-fn is_fuse_mount(path: &Path) -> bool {
+pub(crate) fn is_fuse_mount(path: &Path) -> bool {
     let Ok(canonical) = std::fs::canonicalize(path) else {
         return false;
     };
@@ -180,24 +183,30 @@ fn root_specs(roots: Option<&serde_json::Value>) -> Result<Vec<(String, SpawnSpe
         .collect()
 }
 
-/// Mounts and serves until SIGINT/SIGTERM; returns the process exit code.
-pub fn run(options: MountOptions) -> i32 {
+/// The exit code of a server whose mount was taken away (unmounted from
+/// outside): its supervisor stops too instead of starting another.
+pub const EXIT_MOUNT_GONE: i32 = 3;
+
+/// Serves the FUSE connection on `fd` until SIGINT/SIGTERM (or until the
+/// mount is taken away); returns the process exit code. Started by the
+/// supervisor (`permfs serve`, `supervisor.rs`), which holds the same
+/// descriptor, mounted and unmounts it, and talks to this server over
+/// `control`: the inode key first, then `ready` from here once the
+/// config is read, `go` from there (the previous server, if any, is gone
+/// by then), `serving` from here once requests are read.
+pub fn serve(
+    options: MountOptions,
+    fd: std::os::fd::OwnedFd,
+    mut control: supervisor::Control,
+) -> i32 {
     let mountpoint = &options.mountpoint;
-    if let Err(message) = clean_dead_mount(mountpoint) {
-        eprintln!("permfs mount: {message}");
-        return 2;
-    }
-    if !mountpoint.is_dir() {
-        eprintln!("permfs mount: {} is not a directory", mountpoint.display());
-        return 2;
-    }
-    if is_fuse_mount(mountpoint) {
-        eprintln!(
-            "permfs mount: {} is already a FUSE mount point (another permfs running?); unmount it first",
-            mountpoint.display()
-        );
-        return 2;
-    }
+    let hello = match control.receive_hello() {
+        Ok(hello) => hello,
+        Err(error) => {
+            eprintln!("permfs serve: no word from the supervisor: {error}");
+            return 2;
+        }
+    };
     let state_dir = options.state_dir.clone().unwrap_or_else(default_state_dir);
     // The mount point and the state dir are the authority itself: no
     // agent's path_write may reach them (built-in deny rules).
@@ -260,18 +269,26 @@ pub fn run(options: MountOptions) -> i32 {
         }
     }
     let signals = block_termination_signals();
+    // Ready: the config is good. What follows touches the state dir (the
+    // epoch, the audit chain), which the previous server, during an
+    // upgrade, still owns until the supervisor says `go`.
+    if let Err(error) = control.ready_and_wait_for_go() {
+        eprintln!("permfs serve: the supervisor did not say go: {error}");
+        return 2;
+    }
     // Ids must never repeat across lifetimes (`session/epoch.rs`): the
     // epoch is claimed, durably, before anything can be asked.
-    match crate::session::epoch::claim_next(&state_dir) {
+    let epoch = match crate::session::epoch::claim_next(&state_dir) {
         Ok(epoch) => {
             tracing::info!(epoch, "ask ids start with this epoch");
             authority.set_epoch(epoch);
+            epoch
         }
         Err(error) => {
             eprintln!("permfs mount: {error}");
             return 2;
         }
-    }
+    };
     let audit_path = state_dir.join("audit.log");
     match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),
@@ -322,11 +339,13 @@ pub fn run(options: MountOptions) -> i32 {
             return 2;
         }
     }
-    let filesystem = fs::PermFs::new(
+    let filesystem = fs::PermFs::with_inode_key(
         Arc::clone(&authority),
         Some(audit_path),
         options.threads.max(1),
+        hello.key,
     );
+    filesystem.start_handles_at_epoch(epoch);
     let views = Arc::new(crate::view::Views::new(
         &state_dir,
         Arc::clone(&authority),
@@ -338,26 +357,41 @@ pub fn run(options: MountOptions) -> i32 {
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);
     let notifier = Arc::clone(&filesystem.notifier);
+    // Issue 26 part A's seam: `Authority::restore(&state_dir)` belongs
+    // before this point (after the epoch and the audit log, which the
+    // restore continues), so the sessions it brings back are adopted by
+    // the numbers the kernel knows them by.
+    if hello.takeover {
+        let adopted = filesystem.adopt_prior_nodes();
+        tracing::info!(adopted, "taking over the connection of a previous server");
+    }
     let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName("permfs".into()),
-        MountOption::Subtype("permfs".into()),
-    ];
     if owner == 0 || options.allow_other {
         config.acl = SessionACL::All;
     }
     config.n_threads = Some(options.threads.max(1));
-    let session = match Mounted::mount(filesystem, mountpoint, config, owner, &notifier) {
+    let started = start_session(
+        filesystem,
+        fd,
+        config,
+        mountpoint,
+        hello.takeover,
+        &notifier,
+    );
+    let session = match started {
         Ok(session) => session,
         Err(error) => {
             eprintln!(
-                "permfs mount: cannot mount at {}: {error}",
+                "permfs mount: cannot serve the mount at {}: {error}",
                 mountpoint.display()
             );
             return 1;
         }
     };
-    tracing::info!(mountpoint = %mountpoint.display(), "permfs mounted");
+    if let Err(error) = control.serving() {
+        tracing::warn!(%error, "cannot tell the supervisor this server serves");
+    }
+    tracing::info!(mountpoint = %mountpoint.display(), takeover = hello.takeover, "permfs serving");
 
     let stop = Arc::new(AtomicBool::new(false));
     // Asks past their deadline end in their timeout answer. (A reader
@@ -405,12 +439,12 @@ pub fn run(options: MountOptions) -> i32 {
     // SIGHUP re-reads the global config (an edit is also picked up on its
     // own, within a quarter second); SIGINT and SIGTERM stop.
     let signal = loop {
-        let Some(signal) = wait_for_termination(&signals, || session.ended()) else {
+        let Some(signal) = wait_for_termination(&signals, || session.guard.is_finished()) else {
             tracing::warn!("the mount was taken away (unmounted from outside): stopping");
-            break 0;
+            break None;
         };
         if signal != libc::SIGHUP {
-            break signal;
+            break Some(signal);
         }
         match authority.reload_global() {
             None => tracing::info!("SIGHUP: the global config was re-read"),
@@ -424,11 +458,11 @@ pub fn run(options: MountOptions) -> i32 {
     // would be answered `cancelled`.)
     if authority.is_journaled() {
         tracing::info!(
-            signal,
+            ?signal,
             "stopping: pending asks stay in the journal; unmounting"
         );
     } else {
-        tracing::info!(signal, "stopping: answering pending asks and unmounting");
+        tracing::info!(?signal, "stopping: answering pending asks and unmounting");
         authority.cancel_all();
     }
     // Readers still parked (judges waiting for reviews, event watchers) are
@@ -447,100 +481,64 @@ pub fn run(options: MountOptions) -> i32 {
     // No judge outlives the daemon.
     crate::session::chain::kill_running_judges();
     views.close_all();
-    session.unmount(mountpoint)
+    // The supervisor unmounts: it holds the descriptor too. The session's
+    // threads, blocked reading it, end with the process.
+    match signal {
+        None => EXIT_MOUNT_GONE,
+        Some(_) => 0,
+    }
 }
 
-/// A served mount, and how it must be taken down.
-enum Mounted {
-    /// Mounted by fuser with `mount(2)` (the daemon is root).
-    Direct(fuser::BackgroundSession),
-    /// Mounted by the `fusermount3` helper (an ordinary user): unmounting
-    /// goes through the helper too, then the session ends.
-    Helper(fuser::BackgroundSession),
-}
-
-/// Fences the new mount off from the daemon's own path lookups (facts,
-/// config layers, cwds; see `facts::fence`), before any request is
-/// served: a handler that looked inside its own mount would wait for a
-/// request only another handler could answer, and enough of them at once
-/// hang the authority.
-fn fence_off(mountpoint: &Path) -> std::io::Result<()> {
-    let device = crate::facts::fence::fence_mount(mountpoint)?;
+/// Starts the FUSE session on `fd`: with the `INIT` handshake for the
+/// first server of a connection, without it (and with the kernel asked to
+/// re-send what the dead server had read) for a server that takes over.
+fn start_session(
+    filesystem: fs::PermFs,
+    fd: std::os::fd::OwnedFd,
+    config: Config,
+    mountpoint: &Path,
+    takeover: bool,
+    notifier: &std::sync::OnceLock<fuser::Notifier>,
+) -> std::io::Result<fuser::BackgroundSession> {
+    // The mount is fenced off from the daemon's own path lookups (facts,
+    // config layers, cwds; see `facts::fence`) before any request is
+    // served: a handler that looked inside its own mount would wait for a
+    // request only another handler could answer. By the device number the
+    // mount table gives: a `stat` of the mount point would wait for a
+    // server, and this is the server.
+    let device = supervisor::mount_device(mountpoint)?;
+    crate::facts::fence::fence_device(device);
     tracing::debug!(
         device,
         "the mount is fenced off from the daemon's own lookups"
     );
-    Ok(())
-}
-
-impl Mounted {
-    /// Whether the FUSE session has stopped serving (the kernel ended it).
-    fn ended(&self) -> bool {
-        match self {
-            Self::Direct(session) | Self::Helper(session) => session.guard.is_finished(),
+    let acl = config.acl;
+    let session = if takeover {
+        fuser::Session::from_fd_initialized(filesystem, fd, acl, config)
+    } else {
+        fuser::Session::from_fd(filesystem, fd, acl, config)?
+    };
+    let kernel = session.notifier();
+    if takeover {
+        // What the dead server had read and not answered goes back to the
+        // pending queue, to be read by this one.
+        match kernel.resend() {
+            Ok(()) => tracing::info!("asked the kernel to re-send requests in flight"),
+            Err(error) => tracing::warn!(
+                %error,
+                "the kernel cannot re-send requests in flight (Linux < 6.9?): their callers wait until interrupted"
+            ),
         }
     }
-
-    fn mount(
-        filesystem: fs::PermFs,
-        mountpoint: &Path,
-        config: Config,
-        owner: u32,
-        notifier: &std::sync::OnceLock<fuser::Notifier>,
-    ) -> std::io::Result<Self> {
-        if owner == 0 {
-            let session = fuser::Session::new(filesystem, mountpoint, &config)?;
-            fence_off(mountpoint)?;
-            // The filesystem fills decided responses' pages through it.
-            let _ = notifier.set(session.notifier());
-            return session.spawn().map(Self::Direct);
-        }
-        let mut options = vec!["fsname=permfs", "subtype=permfs"];
-        if config.acl == SessionACL::All {
-            options.push("allow_other");
-        }
-        let fd = fusermount::mount(mountpoint, &options.join(","))?;
-        let acl = config.acl;
-        let session = fuser::Session::from_fd(filesystem, fd, acl, config)?;
-        fence_off(mountpoint)?;
-        let _ = notifier.set(session.notifier());
-        session.spawn().map(Self::Helper)
-    }
-
-    /// Unmounts and waits for the session to end; returns the exit code.
-    fn unmount(self, mountpoint: &Path) -> i32 {
-        if self.ended() {
-            // Unmounted from outside: nothing is left to take down.
-            return 0;
-        }
-        let result = match self {
-            Self::Direct(session) => session.umount_and_join(),
-            Self::Helper(session) => {
-                fusermount::unmount_lazily(mountpoint).and_then(|()| session.join())
-            }
-        };
-        match result {
-            Ok(()) => 0,
-            Err(error) => {
-                // Something still has a file open or its cwd inside the
-                // mount: detach it lazily so no stale mount point is left.
-                tracing::warn!(%error, "unmount failed; detaching the mount lazily");
-                match fusermount::unmount_lazily(mountpoint) {
-                    Ok(()) => 0,
-                    Err(detach) => {
-                        eprintln!("permfs mount: unmount failed: {error}; {detach}");
-                        1
-                    }
-                }
-            }
-        }
-    }
+    // The filesystem fills decided responses' pages through it.
+    let _ = notifier.set(kernel);
+    session.spawn()
 }
 
 /// A mount point whose daemon died answers every call with `ENOTCONN`
 /// ("Transport endpoint is not connected"). Detach it so a new daemon can
 /// mount there, or say exactly what to run.
-fn clean_dead_mount(mountpoint: &Path) -> Result<(), String> {
+pub(crate) fn clean_dead_mount(mountpoint: &Path) -> Result<(), String> {
     let not_connected = |result: std::io::Result<()>| {
         result.is_err_and(|e| e.raw_os_error() == Some(libc::ENOTCONN))
     };

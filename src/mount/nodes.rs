@@ -192,16 +192,25 @@ pub struct Inodes {
     inner: Mutex<InodeMaps>,
 }
 
-/// Inode numbers are drawn from a keyed hash of a counter, not counted
-/// up: a FUSE file handle is the node id plus a generation, so a process
-/// that may call `open_by_handle_at` (root or `CAP_DAC_READ_SEARCH` in a
-/// sandbox) could otherwise reach any session's files by guessing small
-/// numbers. 62 random bits cannot be guessed.
+/// Inode numbers are a keyed hash of the node, not counted up: a FUSE
+/// file handle is the node id plus a generation, so a process that may
+/// call `open_by_handle_at` (root or `CAP_DAC_READ_SEARCH` in a sandbox)
+/// could otherwise reach any session's files by guessing small numbers.
+/// 62 bits of a keyed SHA-256 cannot be guessed without the key.
+///
+/// They are a function of the node, not of the order nodes were seen in,
+/// so a server that takes over the connection of one that died (with the
+/// same key, which the supervisor holds: `docs/restart.md`) gives every
+/// node the number the kernel already knows it by: a sandbox's bind of a
+/// session directory keeps working across the restart.
 struct InodeMaps {
     by_node: HashMap<Node, u64>,
     by_ino: HashMap<u64, (Node, u64)>,
-    counter: u64,
-    keys: std::collections::hash_map::RandomState,
+    key: InodeKey,
+    /// Nodes a previous server may have given the kernel, by number (see
+    /// [`Inodes::adopt_prior`]); moved into the table when the kernel
+    /// names one.
+    prior: HashMap<u64, Node>,
     /// Entries of forgotten asks' files, dropped once due unless looked up
     /// again meanwhile: (due, number), and the numbers not looked up since.
     retiring: VecDeque<(Instant, u64)>,
@@ -252,27 +261,78 @@ impl std::fmt::Debug for InodeMaps {
 }
 
 impl InodeMaps {
-    /// A fresh number: unpredictable, never 0 or 1 (the root), below the
-    /// stand-ins of [`Inodes::listed`] (bit 63), and not in use.
-    fn allocate(&mut self) -> u64 {
-        use std::hash::BuildHasher;
+    /// The node's number: unpredictable, never 0 or 1 (the root), below
+    /// the stand-ins of [`Inodes::listed`] (bit 63), and not in use. The
+    /// first candidate is what every server with this key gives the node;
+    /// the next ones (a collision in 62 bits) only this one.
+    fn allocate(&mut self, node: &Node) -> u64 {
+        let mut probe = 0;
         loop {
-            self.counter += 1;
-            let ino = self.keys.hash_one(self.counter) & ((1 << 62) - 1);
+            let ino = self.key.number(node, probe);
             if ino > 1 && !self.by_ino.contains_key(&ino) {
                 return ino;
             }
+            probe += 1;
         }
     }
 }
 
+/// The secret inode numbers are derived with (32 bytes).
+#[derive(Clone, Copy)]
+pub struct InodeKey(pub [u8; 32]);
+
+impl InodeKey {
+    /// A fresh random key (from the kernel; a hasher's random state if
+    /// `getrandom` fails, which it does not on Linux >= 3.17).
+    pub fn random() -> Self {
+        let mut key = [0u8; 32];
+        // SAFETY: the buffer is valid for its length.
+        let got = unsafe { libc::getrandom(key.as_mut_ptr().cast(), key.len(), 0) };
+        if usize::try_from(got).ok() != Some(key.len()) {
+            use std::hash::BuildHasher;
+            for (i, chunk) in key.chunks_mut(8).enumerate() {
+                let word = std::collections::hash_map::RandomState::new().hash_one(i);
+                chunk.copy_from_slice(&word.to_le_bytes());
+            }
+        }
+        Self(key)
+    }
+
+    /// Candidate `probe` for `node`. The node is named by its `Debug`
+    /// form (variant and fields), which a new build keeps unless a variant
+    /// is renamed.
+    fn number(&self, node: &Node, probe: u32) -> u64 {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(self.0);
+        hash.update(probe.to_le_bytes());
+        hash.update(format!("{node:?}").as_bytes());
+        let digest = hash.finalize();
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&digest[..8]);
+        u64::from_le_bytes(word) & ((1 << 62) - 1)
+    }
+}
+
+/// How many references a node adopted from a previous server is taken to
+/// have: the kernel's count is unknown, so the entry stays (a FORGET
+/// never brings it to zero; only a retired ask's entries leave).
+const PRIOR_REFERENCES: u64 = 1 << 40;
+
 impl Default for Inodes {
     fn default() -> Self {
+        Self::with_key(InodeKey::random())
+    }
+}
+
+impl Inodes {
+    /// A table whose numbers are derived with `key`.
+    pub fn with_key(key: InodeKey) -> Self {
         let mut maps = InodeMaps {
             by_node: HashMap::new(),
             by_ino: HashMap::new(),
-            counter: 0,
-            keys: std::collections::hash_map::RandomState::new(),
+            key,
+            prior: HashMap::new(),
             retiring: VecDeque::new(),
             untouched: HashSet::new(),
             pages: HashMap::new(),
@@ -283,9 +343,7 @@ impl Default for Inodes {
             inner: Mutex::new(maps),
         }
     }
-}
 
-impl Inodes {
     fn maps(&self) -> std::sync::MutexGuard<'_, InodeMaps> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -296,7 +354,8 @@ impl Inodes {
         if let Some(ino) = maps.by_node.get(node) {
             return *ino;
         }
-        let ino = maps.allocate();
+        let ino = maps.allocate(node);
+        maps.prior.remove(&ino);
         maps.by_node.insert(node.clone(), ino);
         maps.by_ino.insert(ino, (node.clone(), 0));
         ino
@@ -398,7 +457,33 @@ impl Inodes {
     }
 
     pub fn node(&self, ino: u64) -> Option<Node> {
-        self.maps().by_ino.get(&ino).map(|(node, _)| node.clone())
+        let mut maps = self.maps();
+        if let Some((node, _)) = maps.by_ino.get(&ino) {
+            return Some(node.clone());
+        }
+        // A number the kernel had from the server before this one.
+        let node = maps.prior.remove(&ino)?;
+        if maps.by_node.contains_key(&node) {
+            return None;
+        }
+        maps.by_node.insert(node.clone(), ino);
+        maps.by_ino.insert(ino, (node.clone(), PRIOR_REFERENCES));
+        Some(node)
+    }
+
+    /// This server took over a connection from one that died: `nodes`
+    /// (everything the mount shows now) may be known to the kernel by the
+    /// numbers that server gave them, which are the ones this key gives
+    /// them first. They are found by number when the kernel names one.
+    pub fn adopt_prior(&self, nodes: impl IntoIterator<Item = Node>) -> usize {
+        let mut maps = self.maps();
+        for node in nodes {
+            let ino = maps.key.number(&node, 0);
+            if ino > 1 && !maps.by_ino.contains_key(&ino) {
+                maps.prior.insert(ino, node);
+            }
+        }
+        maps.prior.len()
     }
 
     /// The ask `rid` of `session` was forgotten: the entries of its files
@@ -492,6 +577,27 @@ mod tests {
             "stable"
         );
         assert_eq!(inodes.ino(&Node::Root), 1);
+    }
+
+    #[test]
+    fn one_key_gives_a_node_one_number_in_every_server() {
+        let key = InodeKey::random();
+        let (first, second) = (Inodes::with_key(key), Inodes::with_key(key));
+        let node = Node::SessionJson("main".into());
+        // The second server meets other nodes first: the number is the same.
+        second.ino(&Node::SessionDir("other".into()));
+        let ino = first.referenced(&node);
+        assert_eq!(second.ino(&node), ino);
+        assert_ne!(Inodes::default().ino(&node), ino, "another key");
+        // A third server that never looked it up finds it by number once
+        // it adopted what the mount shows.
+        let third = Inodes::with_key(key);
+        assert_eq!(third.node(ino), None);
+        third.adopt_prior([Node::SessionDir("main".into()), node.clone()]);
+        assert_eq!(third.node(ino), Some(node.clone()));
+        // Held for the kernel's unknown count: a FORGET does not drop it.
+        third.forget(ino, 5);
+        assert_eq!(third.node(ino), Some(node));
     }
 
     #[test]

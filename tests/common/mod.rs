@@ -66,9 +66,33 @@ impl Daemon {
         Self::start_full(config, None, "main", Some(state_dir), &[], None)
     }
 
-    /// The daemon's process id.
+    /// The daemon's process id: the supervisor (`permfs mount`), whose
+    /// death ends the mount.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// `permfs status --json` of this mount.
+    pub fn status(&self) -> serde_json::Value {
+        let output = Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .args(["status", "--json", "--mount"])
+            .arg(&self.mountpoint)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .output()
+            .expect("permfs status runs");
+        assert!(output.status.success(), "permfs status: {output:?}");
+        serde_json::from_slice(&output.stdout).expect("status is JSON")
+    }
+
+    /// The process that serves the mount now (the supervisor's child):
+    /// the one whose memory, stop or death a test means by "the daemon's"
+    /// when the mount is to survive it.
+    pub fn server_pid(&self) -> u32 {
+        self.status()["server"]["pid"]
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .expect("a server pid")
     }
 
     fn start_full(

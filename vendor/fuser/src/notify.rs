@@ -104,6 +104,17 @@ impl Notifier {
         self.send_inval(notify_code::FUSE_NOTIFY_DELETE, &notif)
     }
 
+    /// permfs patch: asks the kernel to queue again every request a server
+    /// had read and not answered (`FUSE_NOTIFY_RESEND`, Linux >= 6.9): a
+    /// new server on the descriptor of one that died gets them all, with
+    /// bit 63 of their `unique` set. Older kernels answer `ENOSYS` (an
+    /// `Unsupported` error here).
+    /// # Errors
+    /// Returns an error if the kernel rejects the notification.
+    pub fn resend(&self) -> io::Result<()> {
+        self.send(notify_code::FUSE_NOTIFY_RESEND, &Notification::new_empty())
+    }
+
     #[allow(unused)]
     fn send_inval(&self, code: notify_code, notification: &Notification<'_>) -> io::Result<()> {
         match self.send(code, notification) {

@@ -221,6 +221,37 @@ impl<FS: Filesystem> Session<FS> {
         Ok(session)
     }
 
+    /// permfs patch: wrap a /dev/fuse descriptor whose connection another
+    /// server already initialized (it died or is being replaced; the
+    /// descriptor was kept by a supervisor). The kernel sends `INIT` once
+    /// per connection, so there is no handshake: the session serves at
+    /// once, with the settings that first server negotiated, and
+    /// `Filesystem::init` is not called.
+    pub fn from_fd_initialized(
+        filesystem: FS,
+        fd: OwnedFd,
+        acl: SessionACL,
+        config: Config,
+    ) -> Self {
+        let ch = Channel::new(Arc::new(DevFuse(File::from(fd))));
+        Session {
+            filesystem: FilesystemHolder {
+                fs: Some(filesystem),
+            },
+            ch,
+            mount: UmountOnDrop {
+                mount: Arc::new(Mutex::new(None)),
+            },
+            allowed: acl,
+            session_owner: geteuid(),
+            proto_version: Some(Version(
+                abi::FUSE_KERNEL_VERSION,
+                abi::FUSE_KERNEL_MINOR_VERSION,
+            )),
+            config,
+        }
+    }
+
     /// Run the session loop in a background thread. If the returned handle is dropped,
     /// the filesystem is unmounted and the given session ends.
     pub fn spawn(self) -> io::Result<BackgroundSession> {

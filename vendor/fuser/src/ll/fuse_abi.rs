@@ -182,6 +182,8 @@ pub(crate) enum fuse_notify_code {
     FUSE_NOTIFY_STORE = 4,
     FUSE_NOTIFY_RETRIEVE = 5,
     FUSE_NOTIFY_DELETE = 6,
+    // permfs patch: Linux 6.9 (ABI 7.40); no payload.
+    FUSE_NOTIFY_RESEND = 7,
 }
 
 #[repr(C)]

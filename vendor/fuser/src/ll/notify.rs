@@ -119,6 +119,11 @@ impl<'a> Notification<'a> {
         Self::from_struct(&r)
     }
 
+    /// permfs patch: a notification with no payload (`FUSE_NOTIFY_RESEND`).
+    pub(crate) fn new_empty() -> Self {
+        Self::Bare(NotificationBuf::new())
+    }
+
     fn from_struct<T: IntoBytes + Immutable + ?Sized>(data: &T) -> Self {
         Self::Bare(data.as_bytes().into())
     }

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The pause a caller sees when the server of a mount is SIGKILLed.
+
+Mounts permfs, then N times: SIGKILLs the server (its pid from
+`permfs status --json`) and times, from the kill, a read of
+`sessions/main/session.json` (which waits for the supervisor to start a
+server that takes over the connection). Baseline, in the same run: the
+same read with the server alive. Prints medians, p90 and the ratio.
+
+    scripts/bench/restart.py [--count 20] [--interval 1.2]   # PERMFS_BIN, else target/release
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from benchlib import is_mounted, machine, permfs_binary, pct  # noqa: E402
+
+
+def status(binary, mount, state):
+    out = subprocess.run(
+        [binary, "status", "--json", "--mount", mount, "--state-dir", state],
+        capture_output=True, check=True, text=True,
+    ).stdout
+    return json.loads(out)
+
+
+def timed_read(path):
+    start = time.perf_counter_ns()
+    with open(path, "rb") as f:
+        f.read()
+    return time.perf_counter_ns() - start
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--count", type=int, default=20)
+    # A server that dies within 1 s of its start is restarted after 50 ms
+    # (the supervisor's crash-loop guard); --interval 0.2 measures that.
+    parser.add_argument("--interval", type=float, default=1.2)
+    args = parser.parse_args()
+    binary = str(permfs_binary())
+    with tempfile.TemporaryDirectory() as tmp:
+        mount, state = os.path.join(tmp, "mnt"), os.path.join(tmp, "state")
+        os.mkdir(mount)
+        config = os.path.join(tmp, "config.json")
+        Path(config).write_text('{"permission": {"bash": "allow"}}')
+        daemon = subprocess.Popen(
+            [binary, "mount", mount, "--config", config, "--state-dir", state],
+            env={**os.environ, "PERMFS_LOG": "error"},
+        )
+        try:
+            target = os.path.join(mount, "sessions", "main", "session.json")
+            deadline = time.time() + 10
+            while not os.path.exists(target):
+                if time.time() > deadline:
+                    sys.exit("the mount did not come up")
+                time.sleep(0.02)
+            alive, paused = [], []
+            for _ in range(args.count):
+                for _ in range(5):
+                    alive.append(timed_read(target))
+                pid = status(binary, mount, state)["server"]["pid"]
+                start = time.perf_counter_ns()
+                os.kill(pid, signal.SIGKILL)
+                with open(target, "rb") as f:
+                    f.read()
+                paused.append(time.perf_counter_ns() - start)
+                time.sleep(args.interval)
+            restarts = status(binary, mount, state)["restarts"]
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=20)
+            if is_mounted(Path(mount)):
+                subprocess.run(["umount", "-l", mount])
+    print(machine())
+    a, p = statistics.median(alive), statistics.median(paused)
+    print(f"restarts {restarts}")
+    print(f"read, server alive: median {a / 1e3:.0f} us, p90 {pct(alive, 90) / 1e3:.0f} us")
+    print(f"read from SIGKILL of the server: median {p / 1e6:.1f} ms, p90 {pct(paused, 90) / 1e6:.1f} ms, max {max(paused) / 1e6:.1f} ms")
+    print(f"ratio {p / a:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
