@@ -162,7 +162,8 @@ fn a_killed_server_is_replaced_under_waiting_readers() {
         "the old server is gone"
     );
 
-    // The waiting reader: its ask died with the server (no journal yet),
+    // The waiting reader: its `ask` handle died with the server (the ask
+    // itself is restored from the journal and stays pending),
     // but it is told so without a transport error.
     let waited = summary(waiting);
     assert_no_transport_error("the waiting reader", &waited);
@@ -174,18 +175,23 @@ fn a_killed_server_is_replaced_under_waiting_readers() {
     // New asks are served: by rule, and into the inbox.
     let ruled = ask_once(&ask, RULE_ANSWERED);
     assert_eq!(ruled.outcomes.get("allow"), Some(&1), "{:?}", ruled.errors);
+    // The waiting reader's ask is still pending (the journal restored it;
+    // its `ask` handle's reader was told ESTALE): the fresh one is the
+    // entry that was not there before.
+    let before = daemon.inbox("main");
     let fresh = spawn(ASKER, &[&ask_s, PERSON_ANSWERED, "1", &stop_s]);
+    let mut entry = None;
     eventually("a new undecided ask reaches the new server's inbox", || {
-        daemon.inbox("main").len() == 1
+        entry = daemon
+            .inbox("main")
+            .into_iter()
+            .find(|e| !before.contains(e));
+        entry.is_some()
     });
     // The new server's inbox decides it (pending asks now outlive a stop
     // in the journal, so it is answered here rather than at stop).
     std::fs::write(&stop, "").expect("stop file");
-    let entry = daemon
-        .inbox("main")
-        .into_iter()
-        .next()
-        .expect("the fresh ask");
+    let entry = entry.expect("the fresh ask");
     std::fs::write(daemon.session("main").join("inbox").join(entry), "allow").expect("decided");
     let fresh = summary(fresh);
     assert_no_transport_error("an ask of the new server", &fresh);
