@@ -515,7 +515,8 @@ fn permfs_session_names_the_asking_session() {
 #[test]
 fn the_printed_command_names_this_binary_and_blocks_every_failure() {
     let daemon = Daemon::start(CONFIG, None);
-    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_permfs")).expect("binary");
+    // The line names `permfs-hook` beside `permfs` (it starts faster).
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_permfs-hook")).expect("binary");
     let printed = Command::new(&binary)
         .args([
             "hook",
@@ -878,7 +879,8 @@ fn install_merges_and_check_tells_whether_the_hooks_will_run() {
     assert_eq!(output.status.code(), Some(0), "{said}");
     // A binary that is gone is a problem check names.
     let text = std::fs::read_to_string(&hooks_json).expect("read");
-    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_permfs")).expect("binary");
+    // The line names `permfs-hook` beside `permfs` (it starts faster).
+    let binary = std::fs::canonicalize(env!("CARGO_BIN_EXE_permfs-hook")).expect("binary");
     std::fs::write(
         &hooks_json,
         text.replace(&binary.display().to_string(), "/gone/permfs"),

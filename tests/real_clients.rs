@@ -1160,6 +1160,7 @@ fn measure_the_hooks_own_cost() {
     let cwd = daemon.dir.path().join("work");
     let cwd = cwd.to_string_lossy();
     let permfs = Path::new(env!("CARGO_BIN_EXE_permfs"));
+    let hook_binary = Path::new(env!("CARGO_BIN_EXE_permfs-hook"));
     let mount = daemon.mountpoint.to_string_lossy().into_owned();
     let hook_args = ["hook", "--agent", "claude-code", "--mount", mount.as_str()];
     let start = json!({"session_id": "bench", "cwd": cwd, "hook_event_name": "SessionStart",
@@ -1210,6 +1211,21 @@ fn measure_the_hooks_own_cost() {
             &event,
             &no_log,
         ),
+        // What the installed line runs: the hook's own binary.
+        (
+            "permfs-hook, rule-allowed Bash",
+            hook_binary,
+            &hook_args,
+            &event,
+            &[],
+        ),
+        (
+            "permfs-hook, stdin not JSON",
+            hook_binary,
+            &hook_args,
+            "x",
+            &[],
+        ),
         (
             "sh -c '<the installed line>', rule-allowed",
             Path::new("/bin/sh"),
@@ -1238,7 +1254,7 @@ fn measure_the_hooks_own_cost() {
         .iter()
         .filter(|l| l["outcome"] == "allow")
         .count();
-    let hooked_cases = 3 + usize::from(baseline.is_some());
+    let hooked_cases = 4 + usize::from(baseline.is_some());
     assert_eq!(
         allowed,
         hooked_cases * reps,

@@ -78,8 +78,10 @@ pub fn decides(event: &str) -> bool {
     matches!(event, "PreToolUse" | "PermissionRequest")
 }
 
-/// The running `permfs`, canonical and absolute, when it is an executable
-/// file: the path the agent's settings will run.
+/// The binary the agent's settings will run, canonical and absolute:
+/// `permfs-hook` beside the running `permfs` when it is there and
+/// executable (it starts faster: `src/bin/permfs-hook.rs`), else the
+/// running `permfs` itself, when it is an executable file.
 pub fn running_binary() -> Result<PathBuf, String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot tell where the running permfs is: {e}"))?;
@@ -89,9 +91,19 @@ pub fn running_binary() -> Result<PathBuf, String> {
             exe.display()
         )
     })?;
+    if let Some(hook) = exe.parent().map(|dir| dir.join(HOOK_BINARY)) {
+        if hook != exe && check_executable(&hook).is_ok() {
+            if let Ok(hook) = std::fs::canonicalize(&hook) {
+                return Ok(hook);
+            }
+        }
+    }
     check_executable(&exe)?;
     Ok(exe)
 }
+
+/// The hook's own binary, installed beside `permfs`.
+pub const HOOK_BINARY: &str = "permfs-hook";
 
 /// Ok when `path` is a regular file someone may execute.
 pub fn check_executable(path: &Path) -> Result<(), String> {
