@@ -703,9 +703,10 @@ pub fn run(options: MountOptions) -> i32 {
 }
 
 impl Supervisor {
-    /// Stops `server` (its pending asks answered), unmounts; the exit code.
+    /// Stops `server` (which keeps its pending asks in the journal, or
+    /// answers them without one), unmounts; the exit code.
     fn stop(self, server: Option<Server>, signal: i32) -> i32 {
-        tracing::info!(signal, "stopping: answering pending asks and unmounting");
+        tracing::info!(signal, "stopping: the server, then the mount");
         if let Some(mut server) = server {
             server.signal(libc::SIGTERM);
             let deadline = Instant::now() + STOP_TIMEOUT;
