@@ -503,7 +503,10 @@ fn ten_thousand_pending_asks_are_restored() {
     std::fs::create_dir(&state).expect("state dir");
     let first = authority();
     first
-        .restore(Arc::new(Journal::open(&state, false).expect("journal")))
+        .restore(
+            Arc::new(Journal::open(&state, false).expect("journal")),
+            false,
+        )
         .expect("empty restore");
     let spec = SpawnSpec {
         interactive: true,
@@ -525,7 +528,10 @@ fn ten_thousand_pending_asks_are_restored() {
     let second = authority();
     let started = Instant::now();
     let restored = second
-        .restore(Arc::new(Journal::open(&state, false).expect("journal")))
+        .restore(
+            Arc::new(Journal::open(&state, false).expect("journal")),
+            false,
+        )
         .expect("restored");
     let took = started.elapsed();
     eprintln!("10,000 pending asks restored in {took:?}");

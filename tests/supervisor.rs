@@ -349,3 +349,43 @@ fn stopping_the_supervisor_stops_the_server_and_unmounts() {
         "the server ended"
     );
 }
+
+/// A lease outlives the server that recorded it: under the supervisor the
+/// `ctl` handle that holds it stays open in the kernel, so the new server
+/// keeps the session (the journal says which handle) and ends it when
+/// that handle closes, as the old one would have.
+#[test]
+fn a_lease_outlives_the_server_and_ends_when_its_handle_closes() {
+    let daemon = Daemon::start(CONFIG, None);
+    let ctl = daemon.session("main").join("ctl");
+    let held = daemon.dir.path().join("release");
+    // Holds the ctl handle until the file `release` exists.
+    let holder = spawn(
+        r#"
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, b"spawn leased lease")
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+os.close(fd)
+print("{}")
+"#,
+        &[&ctl.to_string_lossy(), &held.to_string_lossy()],
+    );
+    eventually("the leased child exists", || {
+        daemon.children("main").contains(&"leased".to_string())
+    });
+    kill_server(&daemon);
+    // The new server restored it and kept it: its holder is alive.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        daemon.children("main").contains(&"leased".to_string()),
+        "the lease's handle is still open: the session stays"
+    );
+    std::fs::write(&held, "").expect("release");
+    let output = holder.wait_with_output().expect("the holder ends");
+    assert!(output.status.success(), "{output:?}");
+    eventually("the handle's close ends the session", || {
+        !daemon.children("main").contains(&"leased".to_string())
+    });
+}

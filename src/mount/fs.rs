@@ -426,7 +426,7 @@ impl PermFs {
                         // grow it without bound.
                         let held = leases.entry(fh).or_default();
                         held.retain(|(id, serial)| self.authority.is_session(id, *serial));
-                        self.authority.note_lease(&id, serial, pid);
+                        self.authority.note_lease(&id, serial, pid, fh);
                         held.push((id, serial));
                         Ok(())
                     }
@@ -444,6 +444,18 @@ impl PermFs {
                 let ended = self.authority.end_child(session, &name, caller);
                 self.sweep_views();
                 ended
+            }
+        }
+    }
+
+    /// Leases held through `ctl` handles a previous server on this
+    /// connection opened: (handle, session, serial), as
+    /// `Authority::restore` kept them.
+    pub fn adopt_leases(&self, leases: Vec<(u64, String, u64)>) {
+        if let Ok(mut held) = self.session_leases.lock() {
+            for (handle, id, serial) in leases {
+                tracing::info!(session = %id, handle, "a lease's ctl handle outlived the previous server: kept");
+                held.entry(handle).or_default().push((id, serial));
             }
         }
     }

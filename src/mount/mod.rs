@@ -312,23 +312,27 @@ pub fn serve(
         }
     };
     let started = Instant::now();
-    match authority.restore(Arc::clone(&journal)) {
-        Ok(restored) => tracing::info!(
-            journal = %journal.path().display(),
-            sessions = restored.sessions,
-            grants = restored.grants,
-            pending = restored.pending,
-            answers = restored.answers,
-            ended_leases = restored.ended_leases.len(),
-            unreadable = restored.unreadable,
-            ms = started.elapsed().as_secs_f64() * 1000.0,
-            "restored from the journal"
-        ),
+    let kept_leases = match authority.restore(Arc::clone(&journal), hello.takeover) {
+        Ok(restored) => {
+            tracing::info!(
+                journal = %journal.path().display(),
+                sessions = restored.sessions,
+                grants = restored.grants,
+                pending = restored.pending,
+                answers = restored.answers,
+                ended_leases = restored.ended_leases.len(),
+                kept_leases = restored.kept_leases.len(),
+                unreadable = restored.unreadable,
+                ms = started.elapsed().as_secs_f64() * 1000.0,
+                "restored from the journal"
+            );
+            restored.kept_leases
+        }
         Err(error) => {
             eprintln!("permfs mount: {error}");
             return 2;
         }
-    }
+    };
     // Roots from the config that the journal did not bring back.
     for (name, spec) in roots {
         if authority.has_session(&name) {
@@ -346,6 +350,9 @@ pub fn serve(
         hello.key,
     );
     filesystem.start_handles_at_epoch(epoch);
+    // Leases whose `ctl` handles outlived the previous server: ended when
+    // those handles close, as before.
+    filesystem.adopt_leases(kept_leases);
     let views = Arc::new(crate::view::Views::new(
         &state_dir,
         Arc::clone(&authority),

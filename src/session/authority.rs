@@ -934,9 +934,16 @@ impl Authority {
     /// held by a lease are then ended (the handle that held them belonged
     /// to the process that died). `Err` when the journal cannot be read or
     /// the authority already holds asks.
+    ///
+    /// With `takeover` (a new server on the connection a dead one served,
+    /// under `permfs mount`'s supervisor), a `ctl` handle that held a lease
+    /// is still open in the kernel: a session whose holder is alive and
+    /// whose handle is known is kept (`Restored::kept_leases`), for the
+    /// mount to end when that handle closes.
     pub fn restore(
         &self,
         journal: Arc<super::journal::Journal>,
+        takeover: bool,
     ) -> Result<super::persist::Restored, String> {
         let snapshot = journal.load()?;
         let mut state = lock(&self.state);
@@ -954,15 +961,27 @@ impl Authority {
                 self.walk(&mut state, ask_id, &origin);
             }
         }
-        let leased: Vec<(String, u64, u32)> = state
+        let mut leased: Vec<(String, u64, u32)> = Vec::new();
+        let all: Vec<(String, u64, u32, Option<u64>)> = state
             .tree
             .all()
-            .filter_map(|s| s.lease.map(|pid| (s.id.clone(), s.serial, pid)))
+            .filter_map(|s| {
+                s.lease
+                    .map(|pid| (s.id.clone(), s.serial, pid, s.lease_handle))
+            })
             .collect();
-        for (id, _, pid) in &leased {
+        for (id, serial, pid, handle) in all {
             // SAFETY: kill with signal 0 only checks that the pid exists.
-            let alive = unsafe { libc::kill(*pid as libc::pid_t, 0) } == 0;
-            restored.ended_leases.push((id.clone(), *pid, alive));
+            let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+            match handle {
+                Some(handle) if takeover && alive => {
+                    restored.kept_leases.push((handle, id, serial));
+                }
+                _ => {
+                    restored.ended_leases.push((id.clone(), pid, alive));
+                    leased.push((id, serial, pid));
+                }
+            }
         }
         // A first start (an empty journal) has nothing to tell.
         let anything = restored.sessions + restored.unreadable > 0;
@@ -1000,10 +1019,11 @@ impl Authority {
     /// Records that `pid` holds a lease on session `id` (numbered
     /// `serial`) through a `ctl` handle: journaled, so a restart, which
     /// loses the handle, ends the session (`persist.rs`).
-    pub fn note_lease(&self, id: &str, serial: u64, pid: u32) {
+    pub fn note_lease(&self, id: &str, serial: u64, pid: u32, handle: u64) {
         let mut state = lock(&self.state);
         if let Some(session) = state.tree.get_mut(id).filter(|s| s.serial == serial) {
             session.lease = Some(pid);
+            session.lease_handle = Some(handle);
             super::persist::mark_session(&mut state, id);
         }
     }
@@ -1736,7 +1756,9 @@ mod tests {
         std::fs::create_dir(&state).expect("state dir");
         let journal =
             Arc::new(super::super::journal::Journal::open(&state, false).expect("journal"));
-        authority.restore(Arc::clone(&journal)).expect("empty");
+        authority
+            .restore(Arc::clone(&journal), false)
+            .expect("empty");
         add_interactive_main(&authority, &cwd);
         // Requests bigger than a page, so each needs a new one.
         let long = "x".repeat(9000);

@@ -59,6 +59,8 @@ struct StoredSession {
     serial: u64,
     grants: Vec<Grant>,
     lease: Option<u32>,
+    #[serde(default)]
+    lease_handle: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -108,6 +110,7 @@ fn session_op(session: &Session) -> Result<Op, String> {
         serial: session.serial,
         grants: session.grants.clone(),
         lease: session.lease,
+        lease_handle: session.lease_handle,
     };
     Ok(Op::PutSession {
         id: session.id.clone(),
@@ -229,6 +232,10 @@ pub struct Restored {
     /// Sessions held by a lease, ended at restore: (session, pid that held
     /// it, whether that pid was still alive).
     pub ended_leases: Vec<(String, u32, bool)>,
+    /// Sessions held by a lease whose `ctl` handle is still open on the
+    /// same FUSE connection (a server taking over from one that died):
+    /// kept, and ended when that handle closes. (handle, session, serial).
+    pub kept_leases: Vec<(u64, String, u64)>,
     /// Rows that could not be read back (each logged): never an allow.
     pub unreadable: usize,
     /// Asks that were under a judge's review, walked again.
@@ -280,6 +287,7 @@ pub(super) fn restore(
             views: Vec::new(),
             serial: stored.serial,
             lease: stored.lease,
+            lease_handle: stored.lease_handle,
         };
         super::grants::recompile_grants(&mut session);
         let grants = session.grants.len();

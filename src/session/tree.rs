@@ -57,6 +57,10 @@ pub struct Session {
     /// session ends when that handle closes. Journaled so a restart knows
     /// the handle is gone and ends the session (`persist.rs`).
     pub lease: Option<u32>,
+    /// The `ctl` handle (its FUSE file handle number) the lease is held
+    /// through: a server that takes over the same connection keeps the
+    /// session while that handle stays open (`Authority::restore`).
+    pub lease_handle: Option<u64>,
 }
 
 /// Attributes a spawner gives a child.
@@ -172,6 +176,7 @@ impl SessionTree {
                 views: Vec::new(),
                 serial: self.serials,
                 lease: None,
+                lease_handle: None,
             },
         );
         self.roots.push(id.clone());
@@ -224,6 +229,7 @@ impl SessionTree {
             views: Vec::new(),
             serial: self.serials,
             lease: None,
+            lease_handle: None,
         };
         self.sessions.insert(id.clone(), child);
         if let Some(parent_session) = self.sessions.get_mut(parent) {
