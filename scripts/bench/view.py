@@ -227,6 +227,21 @@ def cargo_build(crate: Path) -> float:
     return elapsed
 
 
+NPM_PROJECT = Path(__file__).resolve().parents[2] / "target/agent-clis/pi"
+
+
+def npm_ci(project: Path) -> float:
+    """`npm ci` of pi and pi-permission-system (22,000 files, 383 MiB) from
+    npm's cache (`--prefer-offline`: metadata the cache lacks is fetched),
+    its node_modules removed first, wall time."""
+    shutil.rmtree(project / "node_modules", ignore_errors=True)
+    t0 = b.now_ns()
+    subprocess.run(["npm", "ci", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts",
+                    "--loglevel=error"], cwd=project, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (b.now_ns() - t0) / 1e9
+
+
 def alternate(reps: int, native, view, pause: float = 0.0) -> tuple[list[float], list[float]]:
     """Runs native(rep) and view(rep) `reps` times, the first side
     alternating; `pause` seconds of idle (untimed) before each run let the
@@ -401,6 +416,7 @@ def report(results: dict, opens: dict | None, args, before: str, after: str, mac
         ("small files", "us/file", False, 4.0, f"2 open+read+close {args.small:,} x 4 KiB"),
         ("git status", "ms", False, 3.0, f"3 git status, {args.git_files:,} files"),
         ("cargo build", "s", False, 1.3, "4 cargo build --offline, clean target"),
+        ("npm ci", "s", False, 1.3, "4b npm ci (pi + extension, 22k files) from npm's cache"),
         ("small files idle", "us/file", False, 4.0, "2b small files, 1.2 s idle before each pass"),
         ("git status idle", "ms", False, 3.0, "3b git status, 1.2 s idle before each run"),
         ("fallback seq read", "MiB/s", True, None, "6 fallback: sequential read"),
@@ -445,7 +461,7 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=2000)
     parser.add_argument("--git-files", type=int, default=5000)
     parser.add_argument("--open-iterations", type=int, default=1000)
-    parser.add_argument("--skip", default="", help="comma-separated items to skip: io,git,cargo,opens,fallback")
+    parser.add_argument("--skip", default="", help="comma-separated items to skip: io,git,cargo,npm,opens,fallback")
     parser.add_argument("--count", action="store_true", help="also count FUSE requests through the view")
     parser.add_argument("--profile", action="store_true", help="perf record the daemon during 2 and 3 (view side)")
     args = parser.parse_args()
@@ -480,6 +496,15 @@ def main() -> int:
                                                       lambda r: git_status(view / "repo_v"))
                     results["git status idle"] = alternate(args.repetitions, lambda r: git_status(work / "repo_n"),
                                                            lambda r: git_status(view / "repo_v"), pause=IDLE)
+                if "npm" not in skip and (NPM_PROJECT / "package-lock.json").exists():
+                    log("4b: npm ci")
+                    for side in (work / "npm_n", view / "npm_v"):
+                        side.mkdir(exist_ok=True)
+                        for name in ("package.json", "package-lock.json"):
+                            shutil.copy(NPM_PROJECT / name, side / name)
+                    npm_ci(work / "npm_n")  # warm npm's cache and node
+                    results["npm ci"] = alternate(args.repetitions, lambda r: npm_ci(work / "npm_n"),
+                                                  lambda r: npm_ci(view / "npm_v"))
                 if "cargo" not in skip:
                     log("4: cargo build")
                     cargo_build(work / "crate_n")  # warm rustc and cargo's own files
