@@ -7,18 +7,8 @@
 
 mod common;
 
-use common::{eventually, Daemon};
+use common::{eventually, work_dir as work, Daemon};
 use std::path::{Path, PathBuf};
-
-/// The daemon's work dir (main's cwd), canonical.
-fn work(daemon: &Daemon) -> PathBuf {
-    daemon
-        .dir
-        .path()
-        .join("work")
-        .canonicalize()
-        .expect("work dir")
-}
 
 fn write_ask(path: &Path) -> String {
     format!(

@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{bwrap_works, eventually, Daemon};
+use common::{bwrap_works, eventually, permfs_run, run_script, work_dir as work, Daemon, Running};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}"#;
 
@@ -29,37 +29,6 @@ fn is_root() -> bool {
     root
 }
 
-/// The daemon's work dir: main's cwd, where `permfs run` starts.
-fn work(daemon: &Daemon) -> PathBuf {
-    daemon
-        .dir
-        .path()
-        .join("work")
-        .canonicalize()
-        .expect("work dir")
-}
-
-fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
-    command
-        .arg("run")
-        .arg("--mount")
-        .arg(&daemon.mountpoint)
-        .args(args)
-        .current_dir(work(daemon))
-        .env("PERMFS_LOG", "warn")
-        .stdin(Stdio::null());
-    command
-}
-
-/// Runs `script` with `sh` in the sandbox and returns its output.
-fn run_script(daemon: &Daemon, args: &[&str], script: &str) -> Output {
-    permfs_run(daemon, args)
-        .args(["--", "sh", "-c", script])
-        .output()
-        .expect("permfs run runs")
-}
-
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -72,17 +41,6 @@ fn start_script(daemon: &Daemon, args: &[&str], script: &str) -> Running {
         .spawn()
         .expect("permfs run starts");
     Running(child)
-}
-
-/// A `permfs run` in the background, killed (and so its sandbox, which
-/// dies with it) when the test ends, passed or not.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Each line `key=value` of the script's output, as a lookup.

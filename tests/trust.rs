@@ -9,21 +9,11 @@
 
 mod common;
 
-use common::{bwrap_works, eventually, Daemon};
-use std::path::{Path, PathBuf};
+use common::{bwrap_works, eventually, work_dir as work, Daemon};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 const GLOBAL: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}"#;
-
-/// The daemon's work dir (main's cwd), canonical.
-fn work(daemon: &Daemon) -> PathBuf {
-    daemon
-        .dir
-        .path()
-        .join("work")
-        .canonicalize()
-        .expect("work dir")
-}
 
 fn permfs(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_permfs"))

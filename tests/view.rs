@@ -12,10 +12,10 @@
 
 mod common;
 
-use common::{bwrap_works, eventually, Daemon};
+use common::{bwrap_works, eventually, permfs_run, run_script, work_dir as work, Daemon, Running};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"{
@@ -35,15 +35,6 @@ fn root_and_bwrap() -> bool {
         return false;
     }
     bwrap_works()
-}
-
-fn work(daemon: &Daemon) -> PathBuf {
-    daemon
-        .dir
-        .path()
-        .join("work")
-        .canonicalize()
-        .expect("work dir")
 }
 
 /// A daemon whose main cwd holds `.env`, `notes.secret`, `a.txt`,
@@ -115,42 +106,12 @@ fn compile_probe(work: &Path) {
     assert!(status.success(), "the C probe compiles");
 }
 
-fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
-    command
-        .arg("run")
-        .arg("--mount")
-        .arg(&daemon.mountpoint)
-        .args(args)
-        .current_dir(work(daemon))
-        .env("PERMFS_LOG", "warn")
-        .stdin(Stdio::null());
-    command
-}
-
-fn run_script(daemon: &Daemon, args: &[&str], script: &str) -> Output {
-    permfs_run(daemon, args)
-        .args(["--", "sh", "-c", script])
-        .output()
-        .expect("permfs run runs")
-}
-
 fn field(output: &str, key: &str) -> Option<String> {
     output.lines().find_map(|l| {
         l.strip_prefix(key)
             .and_then(|rest| rest.strip_prefix('='))
             .map(str::to_string)
     })
-}
-
-/// A `permfs run` in the background, killed when the test ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// What every program in the sandbox meets: each way to the denied file
@@ -409,16 +370,7 @@ fn an_open_that_asks_waits_for_a_person_and_a_grant_answers_the_next() {
     let (id, _) = next_ask(&daemon);
     answer(&daemon, &id, "deny");
 
-    let child = &mut running.0;
-    let status = child.wait().expect("exits");
-    let mut out = String::new();
-    use std::io::Read;
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("output");
+    let (status, out) = running.finish();
     assert!(status.success(), "{out}");
     assert_eq!(field(&out, "first").as_deref(), Some("asked"), "{out}");
     assert_eq!(field(&out, "second").as_deref(), Some("refused"), "{out}");
@@ -507,16 +459,7 @@ fn a_file_replaced_on_the_host_is_read_afresh() {
     std::fs::write(work.join("a.new"), "edited\n").expect("new file");
     std::fs::rename(work.join("a.new"), work.join("a.txt")).expect("renamed over");
     std::fs::write(work.join("replaced"), "").expect("marker");
-    let child = &mut running.0;
-    child.wait().expect("exits");
-    let mut out = String::new();
-    use std::io::Read;
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("output");
+    let (_, out) = running.finish();
     assert_eq!(field(&out, "before").as_deref(), Some("hello"), "{out}");
     assert_eq!(field(&out, "after").as_deref(), Some("edited"), "{out}");
 }

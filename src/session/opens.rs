@@ -145,21 +145,10 @@ impl Authority {
         session: &str,
         facts: &FactSet,
     ) -> Result<PathVerdict, AuthorityError> {
-        let chain_cwds: Vec<String> = {
-            let state = lock(&self.state);
-            let mut cwds: Vec<String> = Vec::new();
-            let mut cursor = state.tree.get(session);
-            if cursor.is_none() {
-                return Err(AuthorityError::NotFound(format!("no session {session:?}")));
-            }
-            while let Some(node) = cursor {
-                if !cwds.contains(&node.cwd) {
-                    cwds.push(node.cwd.clone());
-                }
-                cursor = node.parent.as_ref().and_then(|p| state.tree.get(p));
-            }
-            cwds
-        };
+        let chain_cwds = super::walk::chain_cwds(&lock(&self.state).tree, session);
+        if chain_cwds.is_empty() {
+            return Err(AuthorityError::NotFound(format!("no session {session:?}")));
+        }
         if let Some(guard) = self.guard_met(&chain_cwds, facts) {
             return Ok(PathVerdict::Deny {
                 why: format!("built-in guard {:?}: {}", guard.pattern, guard.reason),

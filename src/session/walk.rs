@@ -78,18 +78,7 @@ impl Authority {
             .policy(&cwd, agent.as_deref())
             .map(|p| p.settings.forwarding_timeout_ms)
             .unwrap_or(crate::policy::layers::DEFAULT_FORWARDING_TIMEOUT_MS);
-        let chain_cwds: Vec<String> = {
-            let state = lock(&self.state);
-            let mut cwds: Vec<String> = Vec::new();
-            let mut cursor = state.tree.get(session);
-            while let Some(node) = cursor {
-                if !cwds.contains(&node.cwd) {
-                    cwds.push(node.cwd.clone());
-                }
-                cursor = node.parent.as_ref().and_then(|p| state.tree.get(p));
-            }
-            cwds
-        };
+        let chain_cwds = chain_cwds(&lock(&self.state).tree, session);
         let guarded = self.guard_met(&chain_cwds, &facts);
         let mut state = lock(&self.state);
         if state.tree.get(session).is_none() {
@@ -379,6 +368,21 @@ pub(super) fn asker_facts(
             facts
         }
     }
+}
+
+/// The cwds of `session` and every session above it, each once: where
+/// the built-in guards of the chain's project layers are looked for
+/// (`Authority::guard_met`). Empty for no such session.
+pub(super) fn chain_cwds(tree: &SessionTree, session: &str) -> Vec<String> {
+    let mut cwds: Vec<String> = Vec::new();
+    let mut cursor = tree.get(session);
+    while let Some(node) = cursor {
+        if !cwds.contains(&node.cwd) {
+            cwds.push(node.cwd.clone());
+        }
+        cursor = node.parent.as_ref().and_then(|p| tree.get(p));
+    }
+    cwds
 }
 
 /// The agents every node judges an ask for: the asking session's own,

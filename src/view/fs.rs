@@ -1119,25 +1119,10 @@ impl Filesystem for ViewFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let path = match self.inner.path_of(ino.0) {
-            Ok(path) => path,
-            Err(e) => return reply.error(e),
-        };
-        let (name, value, ino) = (name.to_os_string(), value.to_vec(), ino.0);
-        self.inner.judged(
-            req,
-            vec![(path, Access::Write)],
-            Box::new(move |inner, verdict| {
-                let result = verdict.and_then(|()| {
-                    let fd = inner.node_fd(ino)?;
-                    sys::set_xattr(&fd, &name, &value, flags).map_err(io_errno)
-                });
-                match result {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }
-            }),
-        );
+        let (name, value) = (name.to_os_string(), value.to_vec());
+        self.write_node(req, ino.0, reply, move |fd| {
+            sys::set_xattr(fd, &name, &value, flags)
+        });
     }
 
     /// The view shows no extended attributes. `ENOSYS` makes the kernel
@@ -1161,25 +1146,8 @@ impl Filesystem for ViewFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let path = match self.inner.path_of(ino.0) {
-            Ok(path) => path,
-            Err(e) => return reply.error(e),
-        };
-        let (name, ino) = (name.to_os_string(), ino.0);
-        self.inner.judged(
-            req,
-            vec![(path, Access::Write)],
-            Box::new(move |inner, verdict| {
-                let result = verdict.and_then(|()| {
-                    let fd = inner.node_fd(ino)?;
-                    sys::remove_xattr(&fd, &name).map_err(io_errno)
-                });
-                match result {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }
-            }),
-        );
+        let name = name.to_os_string();
+        self.write_node(req, ino.0, reply, move |fd| sys::remove_xattr(fd, &name));
     }
 
     fn fallocate(
@@ -1204,6 +1172,32 @@ impl Filesystem for ViewFs {
 }
 
 impl ViewFs {
+    /// setxattr, removexattr: a write of the node's name, then `change`
+    /// on an `O_PATH` descriptor of it.
+    fn write_node(
+        &self,
+        req: &Request,
+        ino: u64,
+        reply: ReplyEmpty,
+        change: impl FnOnce(&OwnedFd) -> std::io::Result<()> + Send + 'static,
+    ) {
+        let path = match self.inner.path_of(ino) {
+            Ok(path) => path,
+            Err(e) => return reply.error(e),
+        };
+        self.inner.judged(
+            req,
+            vec![(path, Access::Write)],
+            Box::new(move |inner, verdict| {
+                let result = verdict.and_then(|()| change(&inner.node_fd(ino)?).map_err(io_errno));
+                match result {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            }),
+        );
+    }
+
     /// mknod, mkdir, symlink: a write of the new name, then `make`.
     fn make(
         &self,

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct Daemon {
@@ -314,4 +314,61 @@ pub fn bwrap_works() -> bool {
         eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
     }
     works
+}
+
+/// The daemon's work dir (main's cwd, where `permfs run` starts), canonical.
+pub fn work_dir(daemon: &Daemon) -> PathBuf {
+    daemon
+        .dir
+        .path()
+        .join("work")
+        .canonicalize()
+        .expect("work dir")
+}
+
+/// `permfs run --mount <the daemon's mount> ARGS`, started in the work dir.
+pub fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
+    command
+        .arg("run")
+        .arg("--mount")
+        .arg(&daemon.mountpoint)
+        .args(args)
+        .current_dir(work_dir(daemon))
+        .env("PERMFS_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs `script` with `sh` in a `permfs run` sandbox and returns its output.
+pub fn run_script(daemon: &Daemon, args: &[&str], script: &str) -> Output {
+    permfs_run(daemon, args)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("permfs run runs")
+}
+
+/// A `permfs run` in the background, killed (and so its sandbox, which
+/// dies with it) when the test ends, passed or not.
+pub struct Running(pub Child);
+
+impl Running {
+    /// Waits for the command and returns its status and standard output
+    /// (which must have been piped).
+    pub fn finish(&mut self) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        let status = self.0.wait().expect("permfs run exits");
+        let mut out = String::new();
+        if let Some(mut stdout) = self.0.stdout.take() {
+            stdout.read_to_string(&mut out).expect("output");
+        }
+        (status, out)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
