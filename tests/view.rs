@@ -463,3 +463,41 @@ fn a_file_replaced_on_the_host_is_read_afresh() {
     assert_eq!(field(&out, "before").as_deref(), Some("hello"), "{out}");
     assert_eq!(field(&out, "after").as_deref(), Some("edited"), "{out}");
 }
+
+/// `view=` opens files as the daemon, so only the operator outside any
+/// sandbox may have a view made: a sandboxed child (root inside, or
+/// another uid) asking for a view of `/` is refused, and nothing is
+/// mounted.
+#[test]
+fn a_sandboxed_child_cannot_have_a_view_made() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    for args in [&[][..], &["--uid", "65534", "--name", "nobody"][..]] {
+        let output = run_script(
+            &daemon,
+            args,
+            r#"echo "spawn peek view=/ lease" > /permfs/ctl 2>/dev/null; echo "rc=$?""#,
+        );
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(field(&out, "rc").as_deref(), Some("1"), "{args:?}: {out}");
+    }
+    // The same spawn without `view=` is one the sandbox may make: the
+    // refusal above is the view's.
+    let output = run_script(
+        &daemon,
+        &[],
+        r#"echo "spawn peek" > /permfs/ctl; echo "rc=$?""#,
+    );
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(field(&out, "rc").as_deref(), Some("0"), "{out}");
+    let views = daemon.state_dir.join("views");
+    let mounted = std::fs::read_dir(&views)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| common::is_mounted(&e.path()))
+        .count();
+    assert_eq!(mounted, 0, "no view is left mounted");
+}
