@@ -70,13 +70,25 @@ fn a_blocked_reader_in_another_process_wakes_on_the_decision() {
 
 fn blocked_cat(daemon: &Daemon, rid: &str) -> std::process::Child {
     let response = daemon.ask("main", rid, r#"{"surface":"bash","value":"make"}"#);
-    let child = Command::new("cat")
-        .arg(&response)
+    let child = interruptible(Command::new("cat").arg(&response))
         .stdout(Stdio::null())
         .spawn()
         .expect("cat");
     std::thread::sleep(Duration::from_millis(200));
     child
+}
+
+/// `command` with SIGINT at its default action, whatever this test
+/// process inherited (a job started in the background of a
+/// non-interactive shell ignores SIGINT, and so would its `cat`).
+fn interruptible(command: &mut Command) -> &mut Command {
+    // SAFETY: only `signal(2)`, async-signal-safe, between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        })
+    }
 }
 
 fn ends_within(child: &mut std::process::Child, limit: Duration) -> Duration {
@@ -487,8 +499,7 @@ fn an_unfinished_request_goes_in_at_its_last_close_and_its_early_reader_waits() 
     // The waiting reader is a parked read: a signal ends it.
     let mut file = std::fs::File::create(outbox.join("slow.request")).expect("created");
     std::io::Write::write_all(&mut file, b"{").expect("written");
-    let mut reader = Command::new("cat")
-        .arg(outbox.join("slow.response"))
+    let mut reader = interruptible(Command::new("cat").arg(outbox.join("slow.response")))
         .stdout(Stdio::null())
         .spawn()
         .expect("cat");
