@@ -215,6 +215,137 @@ pub enum Submit {
     Read,
 }
 
+/// The outbox names created and not yet asked, kept in a file of the
+/// state dir (`drafts.log`) so that a server taking the connection over
+/// knows the numbers the kernel holds for them: a name created just before
+/// its server died is written to (the kernel re-sends or sends the write)
+/// on a node the new server could not otherwise name, since its number is
+/// keyed from a name no journal holds yet.
+///
+/// One `write(2)` per create, never synced: the file must outlive the
+/// process, not the machine (a FUSE connection does not outlive the
+/// machine either), and the page cache keeps it across a `SIGKILL`. Lines
+/// are `<e|r>\t<session>\t<rid>` (`e`: an exchange; names hold no control
+/// characters). When it grows past [`DraftLog::LIMIT`] it is rewritten
+/// from the drafts open now.
+pub struct DraftLog {
+    path: std::path::PathBuf,
+    file: std::sync::Mutex<Option<std::fs::File>>,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+impl DraftLog {
+    /// Past this size the log is rewritten from the open drafts.
+    pub const LIMIT: u64 = 1 << 20;
+
+    /// The log in `state_dir`, started afresh with `kept` (names a previous
+    /// server created that may still be open). Without a usable file the
+    /// log is off: a name created just before a restart then reads
+    /// `ESTALE` at its first write, as it did before the log.
+    pub fn start(state_dir: &std::path::Path, kept: &[(bool, String, String)]) -> Self {
+        let path = state_dir.join("drafts.log");
+        let log = Self {
+            path,
+            file: std::sync::Mutex::new(None),
+            bytes: std::sync::atomic::AtomicU64::new(0),
+        };
+        log.rewrite(kept.iter().map(|(e, s, r)| (*e, s.as_str(), r.as_str())));
+        log
+    }
+
+    /// The names the log in `state_dir` holds (a previous server's).
+    pub fn read(state_dir: &std::path::Path) -> Vec<(bool, String, String)> {
+        let Ok(text) = std::fs::read_to_string(state_dir.join("drafts.log")) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, '\t');
+                let exchange = match parts.next()? {
+                    "e" => true,
+                    "r" => false,
+                    _ => return None,
+                };
+                Some((
+                    exchange,
+                    parts.next()?.to_string(),
+                    parts.next()?.to_string(),
+                ))
+            })
+            .collect()
+    }
+
+    fn line(exchange: bool, session: &str, rid: &str) -> String {
+        format!("{}\t{session}\t{rid}\n", if exchange { 'e' } else { 'r' })
+    }
+
+    /// Notes `session`'s new outbox name `rid`; `open` lists the drafts
+    /// open now, for a rewrite when the log is past its bound.
+    pub fn created<'a>(
+        &self,
+        exchange: bool,
+        session: &str,
+        rid: &str,
+        open: impl Iterator<Item = (bool, &'a str, &'a str)>,
+    ) {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        if self.bytes.load(Ordering::Relaxed) > Self::LIMIT {
+            self.rewrite(open);
+        }
+        let line = Self::line(exchange, session, rid);
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(handle) = file.as_mut() {
+            if let Err(error) = handle.write_all(line.as_bytes()) {
+                tracing::warn!(path = %self.path.display(), %error, "the drafts log cannot be written: a name created just before a restart will read ESTALE");
+                *file = None;
+            } else {
+                self.bytes.fetch_add(line.len() as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Replaces the log with `names` (written aside, then renamed over).
+    fn rewrite<'a>(&self, names: impl Iterator<Item = (bool, &'a str, &'a str)>) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let text: String = names.map(|(e, s, r)| Self::line(e, s, r)).collect();
+        let aside = self.path.with_extension("log.new");
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&aside)
+            .and_then(|mut f| f.write_all(text.as_bytes()).map(|()| f))
+            .and_then(|f| std::fs::rename(&aside, &self.path).map(|()| f));
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        match written {
+            Ok(handle) => {
+                // The handle still names the file renamed into place; it
+                // appends from its end.
+                *file = Some(handle);
+                self.bytes
+                    .store(text.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(error) => {
+                tracing::warn!(path = %self.path.display(), %error, "the drafts log cannot be written: a name created just before a restart will read ESTALE");
+                *file = None;
+            }
+        }
+    }
+}
+
+impl Drafts {
+    /// The drafts open now, as the drafts log lists them.
+    pub fn names(&self) -> impl Iterator<Item = (bool, &str, &str)> {
+        self.by_handle
+            .values()
+            .filter(|d| !d.submitted)
+            .map(|d| (d.exchange, d.session.as_str(), d.rid.as_str()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Written;

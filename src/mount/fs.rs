@@ -8,7 +8,9 @@ mod namespace;
 mod permissions;
 
 use super::caller::Namespaces;
-use super::drafts::{AwaitingRead, Draft, Drafts, EarlyRead, Raising, ReadAt, Submit, Written};
+use super::drafts::{
+    AwaitingRead, Draft, DraftLog, Drafts, EarlyRead, Raising, ReadAt, Submit, Written,
+};
 use super::nodes::{Folder, InodeKey, Inodes, Node, Owner, ResponseIo};
 use super::parking::{Parked, ParkedRead, Woken};
 use crate::facts::request::Request as AskRequest;
@@ -17,6 +19,7 @@ use crate::session::control::ControlCommand;
 use crate::session::pi_view::PiViews;
 use crate::session::review::JudgeReader;
 use crate::session::{Authority, AuthorityError, Caller, SpawnSpec};
+use asking::Adopted;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
     OpenFlags, PollEvents, PollFlags, PollNotifier, ReplyAttr, ReplyCreate, ReplyData,
@@ -108,6 +111,9 @@ pub struct PermFs {
     authority: Arc<Authority>,
     /// The enforcement views this mount makes for `spawn … view=DIR`.
     pub views: std::sync::OnceLock<Arc<crate::view::Views>>,
+    /// The outbox names created and not yet asked, for a server that takes
+    /// the connection over (`DraftLog`); none without a state dir.
+    pub draft_log: std::sync::OnceLock<DraftLog>,
     inodes: Arc<Inodes>,
     uid: u32,
     gid: u32,
@@ -254,6 +260,7 @@ impl PermFs {
             fills: AtomicUsize::new(0),
             max_fills: workers.saturating_sub(1).max(1),
             views: std::sync::OnceLock::new(),
+            draft_log: std::sync::OnceLock::new(),
         }
     }
 
@@ -276,10 +283,19 @@ impl PermFs {
     /// This server took over a connection another one served: the nodes
     /// the mount shows now are found by the numbers the kernel knows them
     /// by (`Inodes::adopt_prior`). Returns how many.
-    pub fn adopt_prior_nodes(&self) -> usize {
+    ///
+    /// `drafts`: the outbox names the previous server had created and not
+    /// yet asked (its `DraftLog`), so their first write is taken.
+    pub fn adopt_prior_nodes(&self, drafts: &[(bool, String, String)]) -> usize {
         /// A bound on the walk (a tree this size is far past the limits).
         const MAX_NODES: usize = 4_000_000;
-        let mut found = Vec::new();
+        let mut found: Vec<Node> = drafts
+            .iter()
+            .map(|(exchange, session, rid)| match exchange {
+                true => Node::Exchange(session.clone(), rid.clone()),
+                false => Node::Request(session.clone(), rid.clone()),
+            })
+            .collect();
         let mut queue = std::collections::VecDeque::from([Node::Root]);
         while let Some(node) = queue.pop_front() {
             if found.len() >= MAX_NODES {
@@ -288,7 +304,17 @@ impl PermFs {
             if node.is_dir() {
                 queue.extend(self.entries(&node).into_iter().map(|(_, child)| child));
             }
+            // An outbox name lists as its request; the same name opened
+            // read-write was an exchange, a node of its own number.
+            if let Node::Request(session, rid) = &node {
+                found.push(Node::Exchange(session.clone(), rid.clone()));
+            }
             found.push(node);
+        }
+        // Inbox entries a person decided and that have left their inbox:
+        // a decision in flight at the restart is re-sent to them.
+        for (session, ask) in self.authority.person_decisions() {
+            found.push(Node::InboxItem(session, ask));
         }
         self.inodes.adopt_prior(found)
     }
@@ -784,6 +810,9 @@ impl Filesystem for PermFs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut drafts) = self.drafts.lock() {
             drafts.insert(fh, Draft::new(&session, rid, exchange));
+            if let Some(log) = self.draft_log.get() {
+                log.created(exchange, &session, rid, drafts.names());
+            }
         }
         if exchange {
             if let Ok(mut map) = self.nonblocking.lock() {
@@ -824,6 +853,13 @@ impl Filesystem for PermFs {
         let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         // What this read's interrupt, if any, will name.
         let unique: u64 = req.unique().into();
+        // A previous server's handle on an exchange whose ask went in is
+        // taken over first, with where its answer starts.
+        if self.is_stale(fh.0) {
+            if let Some(node) = self.inodes.node(ino.0) {
+                let _ = self.adopt_stale(fh.0, &node, Some(offset), None);
+            }
+        }
         // An exchange's answer is read from where its first read started.
         let base = self
             .exchange_base
@@ -842,7 +878,7 @@ impl Filesystem for PermFs {
         // what to read (a view, an answer by its name); where the handle
         // held state (a draft, a cursor, a snapshot) that died with that
         // server, it is stale.
-        if self.is_stale(fh.0) && holds_handle_state(&node) {
+        if self.is_stale(fh.0) && holds_handle_state(&node) && self.exchange_on(fh.0).is_none() {
             return reply.error(Errno::ESTALE);
         }
         if let Node::Events(_) = &node {
@@ -941,8 +977,25 @@ impl Filesystem for PermFs {
         let _asker = crate::facts::fence::AskerScope::enter(req.pid());
         // A decision names its ask (the inbox entry): it holds no state in
         // its handle, so one in flight across a restart is taken.
-        if self.is_stale(fh.0) && !matches!(self.inodes.node(ino.0), Some(Node::InboxItem(..))) {
-            return reply.error(Errno::ESTALE);
+        if self.is_stale(fh.0) {
+            match self.inodes.node(ino.0) {
+                // A decision the previous server took and journaled before
+                // it could answer the write, re-sent by the kernel.
+                Some(Node::InboxItem(session, ask))
+                    if self.authority.decided_by_person(&session, &ask) =>
+                {
+                    return reply.written(data.len() as u32);
+                }
+                Some(Node::InboxItem(..)) => {}
+                Some(node) => match self.adopt_stale(fh.0, &node, None, Some(offset)) {
+                    // The kernel re-sent the write whose ask went in
+                    // before the old server could answer it.
+                    Adopted::Asked => return reply.written(data.len() as u32),
+                    Adopted::Draft => {}
+                    Adopted::Stale => return reply.error(Errno::ESTALE),
+                },
+                None => return reply.error(Errno::ESTALE),
+            }
         }
         // A decision on an ask that has just left the inbox is told
         // `EALREADY` by the authority, not `ENOENT` here.
@@ -998,14 +1051,17 @@ impl Filesystem for PermFs {
                             );
                             drop(drafts);
                             let parsed = self.authority.read_request(&request);
-                            return match self.raise(fh.0, &session, &rid, parsed) {
+                            return match self.raise(fh.0, &session, &rid, parsed, None) {
                                 Ok(()) => reply.written(data.len() as u32),
                                 Err(error) => reply.error(error),
                             };
                         }
                         if draft.exchange && written == Written::Complete {
-                            // Answer the write, then raise: the asker's
-                            // way to its read overlaps the judging.
+                            // Raise, then answer the write: once `write`
+                            // returns, the ask is journaled (or answered),
+                            // so a server that dies after it loses
+                            // nothing; one that dies before it has the
+                            // kernel re-send the write to the next server.
                             draft.submitted = true;
                             draft.raising = Some(Raising::default());
                             let written = (
@@ -1014,10 +1070,11 @@ impl Filesystem for PermFs {
                                 std::mem::take(&mut draft.data),
                             );
                             drop(drafts);
-                            reply.written(data.len() as u32);
                             let (session, rid, request) = written;
+                            let request_len = Some(request.len() as u64);
                             let parsed = self.authority.read_request(&request);
-                            return self.raise_written(fh.0, &session, &rid, parsed);
+                            self.raise_written(fh.0, &session, &rid, parsed, request_len);
+                            return reply.written(data.len() as u32);
                         }
                         Ok(())
                     }
@@ -1116,6 +1173,11 @@ impl Filesystem for PermFs {
                     }
                 }
                 self.sweep_views();
+            }
+            // A previous server's exchange: closing it withdraws its ask,
+            // as it would have there.
+            Some(node) if self.is_stale(fh.0) => {
+                let _ = self.adopt_stale(fh.0, node, None, None);
             }
             _ => {}
         }
@@ -1416,13 +1478,13 @@ impl Filesystem for PermFs {
         _flags: PollFlags,
         reply: ReplyPoll,
     ) {
-        if self.is_stale(fh.0) {
-            return reply.error(Errno::ESTALE);
-        }
         let node = match self.node(ino) {
             Ok(node) => node,
             Err(e) => return reply.error(e),
         };
+        if self.is_stale(fh.0) && self.adopt_stale(fh.0, &node, None, None) == Adopted::Stale {
+            return reply.error(Errno::ESTALE);
+        }
         // An exchange still being raised is ready when the raise ends.
         if let Ok(mut drafts) = self.drafts.lock() {
             if let Some(raising) = drafts.get_mut(&fh.0).and_then(|d| d.raising.as_mut()) {

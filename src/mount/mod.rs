@@ -368,9 +368,26 @@ pub fn serve(
     // before this point (after the epoch and the audit log, which the
     // restore continues), so the sessions it brings back are adopted by
     // the numbers the kernel knows them by.
+    // Names a previous server created and had not asked: kept in the new
+    // log while no ask has them (they may still be open).
+    let prior_drafts: Vec<(bool, String, String)> = if hello.takeover {
+        drafts::DraftLog::read(&state_dir)
+            .into_iter()
+            .filter(|(_, session, rid)| !authority.outbox_contains(session, rid))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let _ = filesystem
+        .draft_log
+        .set(drafts::DraftLog::start(&state_dir, &prior_drafts));
     if hello.takeover {
-        let adopted = filesystem.adopt_prior_nodes();
-        tracing::info!(adopted, "taking over the connection of a previous server");
+        let adopted = filesystem.adopt_prior_nodes(&prior_drafts);
+        tracing::info!(
+            adopted,
+            drafts = prior_drafts.len(),
+            "taking over the connection of a previous server"
+        );
     }
     let mut config = Config::default();
     if owner == 0 || options.allow_other {

@@ -269,6 +269,12 @@ pub struct Ask {
     pub read: bool,
     /// A built-in guard its facts meet: it can then never be allowed.
     pub guarded: Option<Guarded>,
+    /// The request's length as its asker wrote it (0: not written through
+    /// a descriptor that reads the answer back). An exchange's answer
+    /// starts where its writer's file offset stood after the request, so a
+    /// server that takes the descriptor over after a restart knows where
+    /// the answer begins in the offsets the kernel sends.
+    pub request_len: u64,
 }
 
 impl std::fmt::Debug for Ask {

@@ -229,6 +229,44 @@ fn open_file(path: &Path) -> std::io::Result<(File, (u64, u64), String)> {
     Ok((file, (meta.dev(), meta.ino()), last))
 }
 
+/// The `askId`s of the lines of the log at `path` whose `time` is at or
+/// after `since_ms`, read from its end (at most its last 16 MiB): what a
+/// restart checks its journaled answers against.
+pub fn ask_ids_since(
+    path: &Path,
+    since_ms: u64,
+) -> std::io::Result<std::collections::HashSet<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const MAX_TAIL: u64 = 16 << 20;
+    let mut ids = std::collections::HashSet::new();
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ids),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(MAX_TAIL);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)?;
+    // A first line cut by the tail's start does not parse, and is skipped.
+    for line in tail.split(|b| *b == b'\n').rev() {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let time = value.get("time").and_then(Value::as_u64).unwrap_or(0);
+        if let Some(id) = value.get("askId").and_then(Value::as_str) {
+            ids.insert(id.to_string());
+        }
+        // Lines are in time order but for chunks logged concurrently:
+        // stop well before `since`.
+        if time.saturating_add(60_000) < since_ms {
+            break;
+        }
+    }
+    Ok(ids)
+}
+
 impl AuditLog {
     /// Opens (or creates) the log; the chain continues from its last line.
     pub fn open(path: &Path) -> std::io::Result<Self> {

@@ -201,6 +201,10 @@ struct AuditEntry<'a> {
     /// What a forwarded (pi view) request claimed about its origin.
     #[serde(skip_serializing_if = "Option::is_none")]
     forwarded: Option<&'a crate::facts::forwarded::Provenance>,
+    /// Logged at the next start: its server died between journaling the
+    /// answer and logging it (`Authority::restore`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    late: bool,
 }
 
 fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
@@ -216,7 +220,58 @@ fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
         hops: &answer.response.hops,
         latency_ms: answer.latency_ms,
         forwarded: answer.forwarded.as_ref(),
+        late: false,
     }
+}
+
+/// How far before the journal's last answer a line that may be missing is
+/// looked for: a chunk is logged right after it is journaled, so only the
+/// answers of the last moments before a death can lack their lines.
+const UNLOGGED_WINDOW_MS: u64 = 30_000;
+
+/// Logs the restored answers whose lines are missing (their server died
+/// between journaling and logging them; see `commit_chunk`), marked
+/// `"late": true`. How many.
+fn log_unlogged(state: &State, audit: &super::audit::AuditLog) -> Result<usize, String> {
+    let answered: Vec<(&Ask, &Response)> = state
+        .asks
+        .values()
+        .filter_map(|a| a.response.as_deref().map(|r| (a.as_ref(), r)))
+        .collect();
+    let Some(last) = answered.iter().map(|(_, r)| r.responded_at).max() else {
+        return Ok(0);
+    };
+    let since = last.saturating_sub(UNLOGGED_WINDOW_MS);
+    let logged = super::audit::ask_ids_since(audit.path(), since)
+        .map_err(|e| format!("the audit log cannot be read back: {e}"))?;
+    let mut missing: Vec<&(&Ask, &Response)> = answered
+        .iter()
+        .filter(|(_, r)| r.responded_at >= since && !logged.contains(&r.ask_id))
+        .collect();
+    missing.sort_by_key(|(_, r)| r.responded_at);
+    let entries: Vec<AuditEntry> = missing
+        .iter()
+        .map(|(ask, response)| AuditEntry {
+            time: response.responded_at,
+            ask_id: &response.ask_id,
+            session: &ask.origin,
+            agent: ask.agent.as_deref(),
+            request: &ask.rid,
+            facts: &response.facts,
+            outcome: response.outcome,
+            decided_by: &response.decided_by,
+            hops: &response.hops,
+            latency_ms: 0.0,
+            forwarded: None,
+            late: true,
+        })
+        .collect();
+    if !entries.is_empty() {
+        audit
+            .append_all(&entries)
+            .map_err(|e| format!("the answers of the previous server cannot be logged: {e}"))?;
+    }
+    Ok(entries.len())
 }
 
 /// How many answers a release writes and delivers at a time. Each chunk's
@@ -289,43 +344,39 @@ fn journal_unavailable(original: &Response, error: &str) -> Response {
 }
 
 /// Writes a chunk's answers to the journal (those whose ask is still
-/// there). When that fails, each answer is replaced by its
-/// `journal_unavailable` denial, and the audit log, which already holds
-/// the withheld answers, is told (best effort).
-fn journal_answers(
-    state: &mut State,
-    answers: &mut [Answer],
-    audit: Option<&super::audit::AuditLog>,
-) -> Result<(), AuditFailure> {
+/// there), with what else was marked. When that fails, each answer is
+/// replaced by its `journal_unavailable` denial (which is then what the
+/// audit log records and the reader gets).
+fn journal_answers(state: &mut State, answers: &mut [Answer]) -> Result<(), AuditFailure> {
     let Some(journal) = state.journal.clone() else {
         return Ok(());
     };
     let mut ops = super::persist::take_ops(state);
-    ops.extend(
-        answers
-            .iter()
-            .filter(|a| state.asks.contains_key(&a.response.ask_id))
-            .map(|a| super::persist::answer_op(&a.session, &a.rid, &a.response)),
-    );
+    ops.extend(answers.iter().filter_map(|a| {
+        let ask = state.asks.get(&a.response.ask_id)?;
+        Some(super::persist::answer_op(
+            &a.session,
+            &a.rid,
+            &a.response,
+            ask.request_len,
+        ))
+    }));
     let Err(error) = journal.write(&ops) else {
         return Ok(());
     };
     tracing::error!(%error, asks = answers.len(), "answers that cannot be journaled are not delivered: answering deny (journal_unavailable)");
     for answer in answers.iter_mut() {
         answer.response = Arc::new(journal_unavailable(&answer.response, &error));
-        if let Some(audit) = audit {
-            let mut line = serde_json::Map::new();
-            line.insert("time".into(), super::ask::now_ms().into());
-            line.insert("event".into(), "journal_unavailable".into());
-            line.insert("askId".into(), answer.response.ask_id.clone().into());
-            line.insert("outcome".into(), "journal_unavailable".into());
-            line.insert("error".into(), error.clone().into());
-            let _ = audit.append(line);
-        }
     }
+    // A decider's `write` is told why: a full disk as such.
+    let errno = if error.contains("full") {
+        libc::ENOSPC
+    } else {
+        libc::EIO
+    };
     Err(AuditFailure {
         reason: error,
-        errno: libc::EIO,
+        errno,
     })
 }
 
@@ -432,6 +483,18 @@ impl StateGuard<'_> {
         if answers.is_empty() {
             return (Ok(()), 0);
         }
+        // Journaled first, under the lock (so after any earlier change to
+        // the same ask, and an ask forgotten meanwhile is not written
+        // back), then logged, then delivered. A server that dies between
+        // the journal and the log leaves answers without their lines: the
+        // next start writes them (`Authority::restore`), so every answer
+        // is logged once and none is answered again. (Logged first, a
+        // death before the journal would leave a line for an answer the
+        // next server gives again.)
+        let mut result = {
+            let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+            journal_answers(&mut state, &mut answers)
+        };
         let written = match audit {
             // Every answer has its line, or none is delivered.
             Some(audit) => {
@@ -440,40 +503,36 @@ impl StateGuard<'_> {
             }
             None => Ok(()),
         };
-        let result = match written {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                let failure = AuditFailure {
-                    reason: format!("the audit log cannot be written: {error}"),
-                    errno: error.raw_os_error().unwrap_or(libc::EIO),
-                };
-                tracing::error!(
-                    %error,
-                    asks = answers.len(),
-                    first = %answers[0].response.ask_id,
-                    "decisions that cannot be recorded are not delivered: answering deny (audit_unavailable)"
-                );
-                for answer in &mut answers {
-                    answer.response =
-                        Arc::new(audit_unavailable(&answer.response, &failure.reason));
-                }
-                Err(failure)
+        let mut audit_failed = false;
+        if let Err(error) = written {
+            let failure = AuditFailure {
+                reason: format!("the audit log cannot be written: {error}"),
+                errno: error.raw_os_error().unwrap_or(libc::EIO),
+            };
+            tracing::error!(
+                %error,
+                asks = answers.len(),
+                first = %answers[0].response.ask_id,
+                "decisions that cannot be recorded are not delivered: answering deny (audit_unavailable)"
+            );
+            for answer in &mut answers {
+                answer.response = Arc::new(audit_unavailable(&answer.response, &failure.reason));
             }
-        };
+            audit_failed = true;
+            result = result.and(Err(failure));
+        }
         // Kept answers are accounted by their serialized size: made here,
         // outside the lock (every reader serves these bytes anyway).
         for answer in &answers {
             let _ = answer.response.to_json();
         }
         let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
-        let mut result = result;
         {
             let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
-            // Journaled before delivered, under the lock (so after any
-            // earlier change to the same ask, and an ask forgotten
-            // meanwhile is not written back).
-            if let Err(failure) = journal_answers(&mut state, &mut answers, audit) {
-                result = result.and(Err(failure));
+            // The journal holds what is delivered: the denials that
+            // replaced answers the log refused.
+            if audit_failed && journal_answers(&mut state, &mut answers).is_err() {
+                tracing::error!("the audit log's denials cannot be journaled either");
             }
             for answer in answers {
                 let Answer {
@@ -870,7 +929,7 @@ impl Authority {
     /// request that cannot be understood still gets a response (outcome
     /// `invalid`, with the reason) and the error is returned to the writer.
     pub fn submit(&self, session: &str, rid: &str, text: &[u8]) -> Result<AskId, AuthorityError> {
-        self.raise(session, rid, self.read_request(text))
+        self.raise(session, rid, self.read_request(text), 0)
     }
 
     /// A request file's bytes as a request, or why they are not one (what
@@ -899,7 +958,33 @@ impl Authority {
         rid: &str,
         parsed: Result<Request, String>,
     ) -> Result<AskId, AuthorityError> {
-        self.raise(session, rid, parsed)
+        self.raise(session, rid, parsed, 0)
+    }
+
+    /// [`Self::submit_request`] for a request written on a descriptor that
+    /// reads its answer back (an exchange): `request_len` bytes were
+    /// written, so the answer starts at that offset. Journaled with the
+    /// ask, so a server taking the descriptor over after a restart serves
+    /// the answer from where the reader's offsets say it starts.
+    pub fn submit_exchange(
+        &self,
+        session: &str,
+        rid: &str,
+        parsed: Result<Request, String>,
+        request_len: u64,
+    ) -> Result<AskId, AuthorityError> {
+        self.raise(session, rid, parsed, request_len)
+    }
+
+    /// Where the answer of `session`'s ask `rid` starts on the descriptor
+    /// that wrote it (see [`Self::submit_exchange`]); `None` when there is
+    /// no such ask.
+    pub fn request_len(&self, session: &str, rid: &str) -> Option<u64> {
+        let state = lock(&self.state);
+        let id = state
+            .outboxes
+            .get(&(session.to_string(), rid.to_string()))?;
+        state.asks.get(id).map(|ask| ask.request_len)
     }
 
     /// Records a request that was refused before it could be read (too
@@ -910,7 +995,7 @@ impl Authority {
         rid: &str,
         reason: String,
     ) -> Result<AskId, AuthorityError> {
-        self.raise(session, rid, Err(reason))
+        self.raise(session, rid, Err(reason), 0)
     }
 
     /// Journals what was marked now, under the lock (before the caller is
@@ -954,6 +1039,9 @@ impl Authority {
         }
         state.journal = Some(journal);
         let (mut restored, rewalk) = super::persist::restore(&mut state, snapshot);
+        if let Some(audit) = state.audit.clone() {
+            restored.late_lines = log_unlogged(&state, &audit)?;
+        }
         // Under a judge's review when the process died: walked again from
         // the asker, on the facts it had.
         for ask_id in &rewalk {
@@ -1185,6 +1273,19 @@ impl Authority {
     pub fn withdraw(&self, session: &str, rid: &str) -> Result<(), AuthorityError> {
         let mut state = lock(&self.state);
         let key = (session.to_string(), rid.to_string());
+        // A person's answer stays until retention drops it, as a response
+        // file's does: the person's `write` that gave it may be re-sent to
+        // the next server if this one dies before answering it, and finds
+        // the ask decided (not gone).
+        let by_person = state
+            .outboxes
+            .get(&key)
+            .and_then(|id| state.asks.get(id))
+            .and_then(|a| a.response.as_ref())
+            .is_some_and(|r| matches!(r.decided_by, DecidedBy::User { .. }));
+        if by_person {
+            return Ok(());
+        }
         let ask_id = state
             .outboxes
             .remove(&key)
@@ -1215,6 +1316,36 @@ impl Authority {
             })
             .cloned()
             .collect()
+    }
+
+    /// The answers a person gave that are still kept, with the inbox they
+    /// were given at: a decision written just before a restart is re-sent
+    /// by the kernel to an entry that has left its inbox (the mount gives
+    /// those entries their numbers back, see [`Self::decided_by_person`]).
+    pub fn person_decisions(&self) -> Vec<(String, AskId)> {
+        let state = lock(&self.state);
+        state
+            .asks
+            .values()
+            .filter_map(|a| {
+                let response = a.response.as_ref()?;
+                let at = response.responder_session_id.clone()?;
+                matches!(response.decided_by, DecidedBy::User { .. }).then(|| (at, a.id.clone()))
+            })
+            .collect()
+    }
+
+    /// Whether ask `ask_id` was answered by a person at `session`.
+    pub fn decided_by_person(&self, session: &str, ask_id: &str) -> bool {
+        let state = lock(&self.state);
+        state
+            .asks
+            .get(ask_id)
+            .and_then(|a| a.response.as_ref())
+            .is_some_and(|r| {
+                matches!(r.decided_by, DecidedBy::User { .. })
+                    && r.responder_session_id.as_deref() == Some(session)
+            })
     }
 
     /// Whether `ask_id` is waiting in `session`'s inbox.

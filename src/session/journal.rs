@@ -47,7 +47,9 @@ pub const JOURNAL_FILE: &str = "journal.sqlite";
 
 /// The schema's version, kept in `user_version`: a journal written by a
 /// newer permfs is refused rather than misread.
-const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added `asks.request_len`; a version 1 journal is brought
+/// up to it at open.
+const SCHEMA_VERSION: i64 = 2;
 
 /// One change to write.
 #[derive(Debug)]
@@ -68,6 +70,9 @@ pub(super) enum Op {
         rid: String,
         answered: bool,
         body: Vec<u8>,
+        /// Where its answer starts on the descriptor that wrote it
+        /// (`Ask::request_len`).
+        request_len: u64,
     },
     DeleteAsk {
         id: String,
@@ -79,8 +84,20 @@ pub(super) enum Op {
 pub struct Snapshot {
     /// (id, body) of every session, parents before children.
     pub sessions: Vec<(String, Vec<u8>)>,
-    /// (id, origin, rid, answered, body).
-    pub asks: Vec<(String, String, String, bool, Vec<u8>)>,
+    pub asks: Vec<AskRow>,
+}
+
+/// One ask as the journal holds it.
+#[derive(Debug)]
+pub struct AskRow {
+    pub id: String,
+    /// The session that asked.
+    pub origin: String,
+    pub rid: String,
+    pub answered: bool,
+    /// Pending: its `StoredAsk`; answered: its response's bytes.
+    pub body: Vec<u8>,
+    pub request_len: u64,
 }
 
 /// The open journal. Its connection is used only under the authority's
@@ -135,7 +152,7 @@ impl Journal {
             ));
         }
         connection
-            .execute_batch(&format!(
+            .execute_batch(
                 "CREATE TABLE IF NOT EXISTS sessions (
                      id TEXT PRIMARY KEY NOT NULL,
                      body BLOB NOT NULL
@@ -145,10 +162,18 @@ impl Journal {
                      origin TEXT NOT NULL,
                      rid TEXT NOT NULL,
                      answered INTEGER NOT NULL,
-                     body BLOB NOT NULL
-                 );
-                 PRAGMA user_version={SCHEMA_VERSION};"
-            ))
+                     body BLOB NOT NULL,
+                     request_len INTEGER NOT NULL DEFAULT 0
+                 );",
+            )
+            .map_err(|e| fail("cannot be created", e))?;
+        if version == 1 {
+            connection
+                .execute_batch("ALTER TABLE asks ADD COLUMN request_len INTEGER NOT NULL DEFAULT 0")
+                .map_err(|e| fail("cannot be brought to schema 2", e))?;
+        }
+        connection
+            .execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))
             .map_err(|e| fail("cannot be created", e))?;
         Ok(Self {
             path,
@@ -221,12 +246,24 @@ impl Journal {
                     rid,
                     answered,
                     body,
+                    request_len,
                 } => transaction
                     .prepare_cached(
-                        "INSERT INTO asks (id, origin, rid, answered, body) VALUES (?1, ?2, ?3, ?4, ?5)
-                         ON CONFLICT(id) DO UPDATE SET answered = excluded.answered, body = excluded.body",
+                        "INSERT INTO asks (id, origin, rid, answered, body, request_len)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT(id) DO UPDATE SET answered = excluded.answered,
+                             body = excluded.body, request_len = excluded.request_len",
                     )
-                    .and_then(|mut s| s.execute(params![id, origin, rid, answered, body])),
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            id,
+                            origin,
+                            rid,
+                            answered,
+                            body,
+                            *request_len as i64
+                        ])
+                    }),
                 Op::DeleteAsk { id } => transaction
                     .prepare_cached("DELETE FROM asks WHERE id = ?1")
                     .and_then(|mut s| s.execute(params![id])),
@@ -257,17 +294,18 @@ impl Journal {
             snapshot.sessions.push(row.map_err(fail)?);
         }
         let mut asks = connection
-            .prepare("SELECT id, origin, rid, answered, body FROM asks ORDER BY rowid")
+            .prepare("SELECT id, origin, rid, answered, body, request_len FROM asks ORDER BY rowid")
             .map_err(fail)?;
         let rows = asks
             .query_map([], |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                ))
+                Ok(AskRow {
+                    id: row.get(0)?,
+                    origin: row.get(1)?,
+                    rid: row.get(2)?,
+                    answered: row.get(3)?,
+                    body: row.get(4)?,
+                    request_len: row.get::<_, i64>(5)?.max(0) as u64,
+                })
             })
             .map_err(fail)?;
         for row in rows {
@@ -322,6 +360,7 @@ mod tests {
                     rid: "r".into(),
                     answered: false,
                     body: b"p".to_vec(),
+                    request_len: 7,
                 },
                 Op::PutAsk {
                     id: "1.1-r".into(),
@@ -329,6 +368,7 @@ mod tests {
                     rid: "r".into(),
                     answered: true,
                     body: b"a".to_vec(),
+                    request_len: 9,
                 },
             ])
             .expect("written");
@@ -338,8 +378,9 @@ mod tests {
         let ids: Vec<&str> = snapshot.sessions.iter().map(|(i, _)| i.as_str()).collect();
         assert_eq!(ids, vec!["main", "main/a"], "parents first");
         assert_eq!(snapshot.asks.len(), 1);
-        assert!(snapshot.asks[0].3, "the later write wins");
-        assert_eq!(snapshot.asks[0].4, b"a".to_vec());
+        assert!(snapshot.asks[0].answered, "the later write wins");
+        assert_eq!(snapshot.asks[0].body, b"a".to_vec());
+        assert_eq!(snapshot.asks[0].request_len, 9);
         journal
             .write(&[Op::DeleteAsk { id: "1.1-r".into() }])
             .expect("deleted");
@@ -357,5 +398,32 @@ mod tests {
         drop(connection);
         let error = Journal::open(dir.path(), false).expect_err("refused");
         assert!(error.contains("newer permfs"), "{error}");
+    }
+
+    #[test]
+    fn a_version_1_journal_is_brought_to_version_2_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let connection =
+                Connection::open(dir.path().join(JOURNAL_FILE)).expect("a journal file");
+            connection
+                .execute_batch(
+                    "PRAGMA journal_mode=WAL;
+                     CREATE TABLE sessions (id TEXT PRIMARY KEY NOT NULL, body BLOB NOT NULL);
+                     CREATE TABLE asks (id TEXT PRIMARY KEY NOT NULL, origin TEXT NOT NULL,
+                         rid TEXT NOT NULL, answered INTEGER NOT NULL, body BLOB NOT NULL);
+                     INSERT INTO asks VALUES ('1.1-r', 'main', 'r', 1, x'61');
+                     PRAGMA user_version=1;",
+                )
+                .expect("a version 1 journal");
+        }
+        let journal = Journal::open(dir.path(), false).expect("opened");
+        let snapshot = journal.load().expect("loaded");
+        assert_eq!(snapshot.asks.len(), 1);
+        assert_eq!(snapshot.asks[0].body, b"a".to_vec());
+        assert_eq!(snapshot.asks[0].request_len, 0, "unknown: 0");
+        drop(journal);
+        let reopened = Journal::open(dir.path(), false).expect("opened again at version 2");
+        assert_eq!(reopened.load().expect("loaded").asks.len(), 1);
     }
 }

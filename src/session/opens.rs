@@ -232,7 +232,13 @@ impl Authority {
             suggested_surface: None,
             forwarded: None,
         };
-        self.raise_fixed(session, rid, Ok((request, facts)), (origin_id, agent, cwd))
+        self.raise_fixed(
+            session,
+            rid,
+            Ok((request, facts)),
+            (origin_id, agent, cwd),
+            0,
+        )
     }
 
     /// Records a line in the audit log (a view's deny), if there is one.

@@ -142,17 +142,19 @@ fn pending_op(ask: &Ask) -> Result<Op, String> {
         rid: ask.rid.clone(),
         answered: false,
         body: serde_json::to_vec(&stored).map_err(|e| e.to_string())?,
+        request_len: ask.request_len,
     })
 }
 
 /// An answered ask's row: its response's bytes, as every reader reads them.
-pub(super) fn answer_op(origin: &str, rid: &str, response: &Response) -> Op {
+pub(super) fn answer_op(origin: &str, rid: &str, response: &Response, request_len: u64) -> Op {
     Op::PutAsk {
         id: response.ask_id.clone(),
         origin: origin.to_string(),
         rid: rid.to_string(),
         answered: true,
         body: response.to_json().to_vec(),
+        request_len,
     }
 }
 
@@ -190,7 +192,7 @@ pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
             }
             Some(ask) => {
                 if let Some(response) = &ask.response {
-                    ops.push(answer_op(&ask.origin, &ask.rid, response));
+                    ops.push(answer_op(&ask.origin, &ask.rid, response, ask.request_len));
                 }
             }
         }
@@ -240,6 +242,9 @@ pub struct Restored {
     pub unreadable: usize,
     /// Asks that were under a judge's review, walked again.
     pub rewalked: Vec<AskId>,
+    /// Answers journaled whose audit lines the previous server did not
+    /// write before it died: written at restore, marked `late`.
+    pub late_lines: usize,
 }
 
 /// Builds the state from `snapshot` into an empty `state`. Rows that
@@ -303,7 +308,15 @@ pub(super) fn restore(
         }
     }
     let mut rewalk = Vec::new();
-    for (id, origin, rid, answered, body) in snapshot.asks {
+    for row in snapshot.asks {
+        let super::journal::AskRow {
+            id,
+            origin,
+            rid,
+            answered,
+            body,
+            request_len,
+        } = row;
         if state.tree.get(&origin).is_none() {
             // Its session was not restored: the row is stale.
             restored.unreadable += 1;
@@ -322,6 +335,7 @@ pub(super) fn restore(
                 continue;
             }
         };
+        ask.request_len = request_len;
         let key = (origin.clone(), rid.clone());
         if answered {
             state.asks.insert(id.clone(), Box::new(ask));
@@ -444,6 +458,7 @@ fn empty_ask(id: &str, origin: &str, rid: &str, now: Instant) -> Ask {
         last_error: None,
         retained: 0,
         read: false,
+        request_len: 0,
         guarded: None,
     }
 }

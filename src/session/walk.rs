@@ -23,6 +23,7 @@ impl Authority {
         session: &str,
         rid: &str,
         parsed: Result<Request, String>,
+        request_len: u64,
     ) -> Result<AskId, AuthorityError> {
         if !is_valid_name(rid) {
             return Err(AuthorityError::Invalid(format!(
@@ -56,7 +57,7 @@ impl Authority {
             }
             Err(reason) => Err(reason),
         };
-        self.raise_fixed(session, rid, fixed, (origin_id, agent, cwd))
+        self.raise_fixed(session, rid, fixed, (origin_id, agent, cwd), request_len)
     }
 
     /// [`Self::raise`] with the facts already fixed (the enforcement view
@@ -68,6 +69,7 @@ impl Authority {
         rid: &str,
         fixed: Result<(Request, crate::facts::request::FactSet), String>,
         (origin_id, agent, cwd): (String, Option<String>, String),
+        request_len: u64,
     ) -> Result<AskId, AuthorityError> {
         let (mut request, mut facts, mut invalid) = match fixed {
             Ok((request, facts)) => (Some(request), facts, None),
@@ -129,6 +131,7 @@ impl Authority {
                 deadline_ms: super::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
+                request_len,
                 guarded,
             }),
         );

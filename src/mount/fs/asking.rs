@@ -20,15 +20,14 @@ impl PermFs {
         let Ok(mut drafts) = self.drafts.lock() else {
             return reply.error(Errno::EIO);
         };
-        let rid = loop {
+        // Named after the handle, so a server that takes the handle over
+        // after a restart finds its ask by it (`adopt_stale`); a name a
+        // client took already gets a suffix (and is then not found so).
+        let mut rid = ask_name(fh);
+        while self.authority.outbox_contains(session, &rid) || drafts.has_name(session, &rid) {
             let n = self.next_ask.fetch_add(1, Ordering::Relaxed);
-            let rid = format!("ask-{n}");
-            let taken =
-                self.authority.outbox_contains(session, &rid) || drafts.has_name(session, &rid);
-            if !taken {
-                break rid;
-            }
-        };
+            rid = format!("{}-{n}", ask_name(fh));
+        }
         drafts.insert(fh, Draft::new(session, &rid, true));
         drop(drafts);
         if let Ok(mut map) = self.nonblocking.lock() {
@@ -46,8 +45,9 @@ impl PermFs {
         session: &str,
         rid: &str,
         parsed: Result<AskRequest, String>,
+        request_len: Option<u64>,
     ) {
-        let failure = match self.raise(fh, session, rid, parsed) {
+        let failure = match self.raise(fh, session, rid, parsed, request_len) {
             Ok(()) | Err(Errno::EINVAL) => None,
             Err(error) => Some(error),
         };
@@ -130,6 +130,68 @@ impl PermFs {
         self.fills.fetch_sub(1, Ordering::AcqRel);
         filled
     }
+    /// Takes over `fh`, a handle a previous server gave on a request file,
+    /// an exchange or `ask` (what that server kept for it died with it),
+    /// for the operation now on it: a read at `read_at`, or a write at
+    /// `write_at`. Whether it is now this server's, and how:
+    ///
+    /// - its ask went in (the journal kept it, with where its answer
+    ///   starts): the handle is the exchange it was, already asked, so a
+    ///   reader blocked across the restart (the kernel re-sends its read)
+    ///   waits for the answer, and a close withdraws the ask as before;
+    /// - it did not, and this is a write from offset 0 (the kernel
+    ///   re-sending the write the old server had read but not answered: an
+    ///   exchange's ask goes in before its write is answered): a fresh
+    ///   draft takes the write;
+    /// - otherwise the request the old server held is lost with it, and
+    ///   the handle stays stale (`ESTALE`).
+    pub(super) fn adopt_stale(
+        &self,
+        fh: u64,
+        node: &Node,
+        read_at: Option<u64>,
+        write_at: Option<u64>,
+    ) -> Adopted {
+        let (session, rid, exchange) = match node {
+            Node::Exchange(session, rid) => (session.clone(), rid.clone(), true),
+            Node::AskFile(session) => (session.clone(), ask_name(fh), true),
+            Node::Request(session, rid) => (session.clone(), rid.clone(), false),
+            _ => return Adopted::Stale,
+        };
+        let Ok(mut drafts) = self.drafts.lock() else {
+            return Adopted::Stale;
+        };
+        if drafts.get(&fh).is_some() {
+            return Adopted::Draft;
+        }
+        if let Some(request_len) = self.authority.request_len(&session, &rid) {
+            let mut draft = Draft::new(&session, &rid, exchange);
+            draft.submitted = true;
+            draft.awaiting = None;
+            drafts.insert(fh, draft);
+            drop(drafts);
+            // Its answer starts after the request, or at 0 for a reader
+            // that went back to the start before reading.
+            if exchange {
+                let base = match read_at {
+                    Some(offset) if offset < request_len => 0,
+                    _ => request_len,
+                };
+                if let Ok(mut map) = self.exchange_base.lock() {
+                    map.insert(fh, base);
+                }
+            }
+            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over: its ask is in");
+            return Adopted::Asked;
+        }
+        if write_at == Some(0) {
+            drafts.insert(fh, Draft::new(&session, &rid, exchange));
+            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over: a fresh draft");
+            return Adopted::Draft;
+        }
+        Adopted::Stale
+    }
+
     /// The session and outbox name of the exchange open on `fh`.
     pub(super) fn exchange_on(&self, fh: u64) -> Option<(String, String)> {
         let drafts = self.drafts.lock().ok()?;
@@ -147,7 +209,7 @@ impl PermFs {
     /// answered "invalid"); an exchange's at its first read (one closed
     /// without being read asked nothing).
     pub(super) fn submit_draft(&self, fh: u64, trigger: Submit) -> Result<(), Errno> {
-        let (session, rid, data, oversized) = {
+        let (session, rid, data, oversized, exchange) = {
             let mut drafts = self.drafts.lock().map_err(|_| Errno::EIO)?;
             let Some(draft) = drafts.get_mut(&fh) else {
                 return Ok(());
@@ -165,29 +227,37 @@ impl PermFs {
                 draft.rid.clone(),
                 std::mem::take(&mut draft.data),
                 draft.oversized,
+                draft.exchange,
             )
         };
         if oversized {
             let limit = self.authority.request_limit();
             let reason = format!("request is over the {limit}-byte limit (limits.requestBytes)");
             return self
-                .raise(fh, &session, &rid, Err(reason))
+                .raise(fh, &session, &rid, Err(reason), None)
                 .and(Err(Errno::EFBIG));
         }
-        self.raise(fh, &session, &rid, self.authority.read_request(&data))
+        let parsed = self.authority.read_request(&data);
+        let request_len = exchange.then_some(data.len() as u64);
+        self.raise(fh, &session, &rid, parsed, request_len)
     }
     /// Puts the request of the draft on `fh` in `session`'s outbox as
     /// `rid` (one that could not be read goes in answered "invalid", and
     /// is `EINVAL` here), then serves the readers of its response that
-    /// came before.
+    /// came before. `request_len`: an exchange's written bytes (where its
+    /// answer starts); `None` for a request file.
     pub(super) fn raise(
         &self,
         fh: u64,
         session: &str,
         rid: &str,
         parsed: Result<AskRequest, String>,
+        request_len: Option<u64>,
     ) -> Result<(), Errno> {
-        let submitted = self.authority.submit_request(session, rid, parsed);
+        let submitted = match request_len {
+            Some(len) => self.authority.submit_exchange(session, rid, parsed, len),
+            None => self.authority.submit_request(session, rid, parsed),
+        };
         self.serve_awaiting(fh, session, rid);
         match submitted {
             Ok(_) => Ok(()),
@@ -301,4 +371,21 @@ impl PermFs {
             Err(error) => read.fail(errno(&error)),
         }
     }
+}
+
+/// What [`PermFs::adopt_stale`] made of a previous server's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Adopted {
+    /// Its ask is in: an exchange already asked.
+    Asked,
+    /// A draft (this server's, or a fresh one for a re-sent write).
+    Draft,
+    /// What it held died with its server.
+    Stale,
+}
+
+/// The outbox name of the `ask` exchange opened on handle `fh`: the
+/// server's epoch and the handle's number within it (`ask-3.17`).
+pub(super) fn ask_name(fh: u64) -> String {
+    format!("ask-{}.{}", fh >> 40, fh & ((1 << 40) - 1))
 }
