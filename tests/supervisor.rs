@@ -567,11 +567,28 @@ fn soak_sixteen_askers_twenty_sigkills_no_ask_lost_or_answered_twice() {
         missing.is_empty(),
         "answers not in the audit log: {missing:?}"
     );
-    assert!(
-        decided.errors.is_empty(),
-        "the person saw errors: {:?}",
-        decided.errors
-    );
+    // The person's write may fail in one case: the server died after
+    // taking the decision and before answering the write, and the asker
+    // read the answer and closed its handle meanwhile, so the re-sent
+    // write finds no ask (`ESTALE`). The decision was taken: its ask was
+    // answered by the person, as the audit log shows.
+    for error in decided.errors.keys() {
+        let mut words = error.split(' ');
+        let (step, name, entry) = (words.next(), words.next(), words.next());
+        assert_eq!(
+            (step, name),
+            (Some("write"), Some("ESTALE")),
+            "the person saw {error}"
+        );
+        let entry = entry.unwrap_or_default();
+        let by_person = daemon.audit_lines().iter().any(|l| {
+            l["askId"] == entry && l["outcome"] == "allow" && l["decidedBy"]["kind"] == "user"
+        });
+        assert!(
+            by_person,
+            "the person's write on {entry} failed and it was not decided by them"
+        );
+    }
     assert!(
         sandboxed.errors.is_empty() && sandboxed.outcomes.get("ok").is_some_and(|&n| n > 0),
         "the sandbox's stat loop: {:?} {:?}",
@@ -597,4 +614,169 @@ fn soak_sixteen_askers_twenty_sigkills_no_ask_lost_or_answered_twice() {
         decided.outcomes,
         sandboxed.outcomes
     );
+}
+
+/// Receives one datagram on `socket` (within 10 s): its text and the
+/// descriptors it carried.
+fn receive_notification(socket: &std::os::unix::net::UnixDatagram) -> (String, Vec<i32>) {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a timeout");
+    let mut buffer = [0u8; 4096];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buffer)];
+    let message = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .expect("a notification from permfs within 10 s");
+    let mut fds = Vec::new();
+    for control in message.cmsgs().expect("control messages") {
+        if let ControlMessageOwned::ScmRights(rights) = control {
+            fds.extend(rights);
+        }
+    }
+    let length = message.bytes;
+    (String::from_utf8_lossy(&buffer[..length]).into_owned(), fds)
+}
+
+/// Run by systemd (here a test in systemd's place, speaking its
+/// documented protocol), `permfs mount` puts its FUSE descriptor in the
+/// file-descriptor store (`FDSTORE=1`, named `permfs-fuse`, with
+/// `READY=1`). When the supervisor itself is SIGKILLed, the mount lives on
+/// in the descriptor "systemd" holds; the supervisor started again with
+/// it (`LISTEN_FDS`) takes the connection over: the reader blocked on an
+/// undecided ask gets the answer the person then gives, a `stat` loop
+/// sees no error. A deliberate stop takes the descriptor out of the store
+/// (`FDSTOREREMOVE=1`) and unmounts.
+#[test]
+fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket_path = dir.path().join("notify");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("a notify socket");
+    let mountpoint = dir.path().join("mnt");
+    let state_dir = dir.path().join("state");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&mountpoint).expect("mount point");
+    std::fs::create_dir(&work).expect("work dir");
+    let config_path = dir.path().join("config.json");
+    std::fs::write(&config_path, CONFIG).expect("config");
+    let supervisor_args = |command: &mut Command| {
+        command
+            .arg("mount")
+            .arg(&mountpoint)
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .current_dir(&work)
+            .env("NOTIFY_SOCKET", &socket_path)
+            .env("PERMFS_LOG", "warn,fuser=error")
+            .stdin(Stdio::null());
+    };
+    let mut first = Command::new(env!("CARGO_BIN_EXE_permfs"));
+    supervisor_args(&mut first);
+    let first = first.spawn().expect("permfs mount starts");
+    let mut daemon = Daemon {
+        child: Some(first),
+        mountpoint: mountpoint.clone(),
+        dir,
+        state_dir: state_dir.clone(),
+    };
+    let (text, fds) = receive_notification(&socket);
+    assert!(
+        text.contains("FDSTORE=1") && text.contains("FDNAME=permfs-fuse"),
+        "{text:?}"
+    );
+    assert!(text.contains("READY=1"), "{text:?}");
+    assert_eq!(fds.len(), 1, "one descriptor stored: {text:?}");
+    // SAFETY: the descriptor was just received and is owned here.
+    let stored = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) };
+
+    let session = daemon.session("main");
+    let ask = session.join("ask");
+    let stop = daemon.dir.path().join("stop");
+    let (ask_s, stop_s) = (ask.to_string_lossy(), stop.to_string_lossy());
+    let stats = spawn(STAT_LOOP, &[&session.to_string_lossy(), &stop_s]);
+    let waiting = spawn(ASKER, &[&ask_s, PERSON_ANSWERED, "1", &stop_s]);
+    eventually("the undecided ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let old_server = daemon.server_pid();
+    let mut old = daemon.child.take().expect("the supervisor");
+    old.kill().expect("the supervisor is SIGKILLed");
+    let _ = old.wait();
+    eventually("its server died with it", || {
+        !Path::new(&format!("/proc/{old_server}")).exists()
+    });
+    assert!(
+        common::is_mounted(&mountpoint),
+        "the mount lives on in the stored descriptor"
+    );
+
+    // "systemd" starts the unit again, passing the descriptor as fd 3.
+    let stored_fd = std::os::fd::AsRawFd::as_raw_fd(&stored);
+    let mut again = Command::new("sh");
+    again
+        .arg("-c")
+        .arg(r#"LISTEN_PID=$$ exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_permfs"))
+        .env("LISTEN_FDS", "1")
+        .env("LISTEN_FDNAMES", "permfs-fuse");
+    supervisor_args(&mut again);
+    // SAFETY: dup2 is async-signal-safe; fd 3 is then the stored
+    // descriptor, without close-on-exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut again, move || {
+            if libc::dup2(stored_fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    daemon.child = Some(again.spawn().expect("permfs mount starts again"));
+    let (text, fds) = receive_notification(&socket);
+    assert!(text.contains("FDSTORE=1"), "stored again: {text:?}");
+    drop(fds);
+    let status = daemon.status();
+    assert_eq!(
+        status["supervisor"]["pid"].as_u64(),
+        daemon.child.as_ref().map(|c| u64::from(c.id())),
+        "{status}"
+    );
+
+    let entries = daemon.inbox("main");
+    assert_eq!(entries.len(), 1, "the ask came back: {entries:?}");
+    std::fs::write(session.join("inbox").join(&entries[0]), "allow").expect("decided");
+    let waited = summary(waiting);
+    assert!(waited.errors.is_empty(), "{:?}", waited.errors);
+    assert_eq!(
+        waited.outcomes.get("allow"),
+        Some(&1),
+        "{:?}",
+        waited.outcomes
+    );
+    std::fs::write(&stop, "").expect("stop file");
+    let stats = summary(stats);
+    assert!(
+        stats.errors.is_empty() && stats.outcomes.get("ok").is_some_and(|&n| n > 0),
+        "the stat loop across the supervisor's death: {:?} {:?}",
+        stats.outcomes,
+        stats.errors
+    );
+
+    // A deliberate stop takes the descriptor out of the store.
+    let stopped = daemon.stop().expect("stopped");
+    assert!(stopped.success(), "{stopped:?}");
+    let (text, _) = receive_notification(&socket);
+    assert!(
+        text.contains("FDSTOREREMOVE=1") && text.contains("FDNAME=permfs-fuse"),
+        "{text:?}"
+    );
+    drop(stored);
+    eventually("unmounted", || !common::is_mounted(&mountpoint));
 }

@@ -4,6 +4,7 @@
 
 pub mod caller;
 mod drafts;
+pub mod fdstore;
 pub mod fs;
 pub mod fusermount;
 pub mod nodes;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 /// How often asks are checked for their deadline.
 const EXPIRE_INTERVAL: Duration = Duration::from_millis(25);
 
+#[derive(Clone)]
 pub struct MountOptions {
     pub mountpoint: PathBuf,
     pub config: Option<PathBuf>,

@@ -510,6 +510,18 @@ fn supervisor_signals() -> libc::sigset_t {
     }
 }
 
+/// SIGINT and SIGTERM, as a set.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-set manipulation on a zeroed set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
 /// Mounts and returns the `/dev/fuse` descriptor that serves the mount.
 fn mount(mountpoint: &Path, owner: u32, allow_other: bool) -> std::io::Result<OwnedFd> {
     let mut options = vec!["fsname=permfs", "subtype=permfs"];
@@ -579,6 +591,18 @@ fn unmount(mountpoint: &Path, owner: u32) -> i32 {
 /// until the mount is taken away), unmounts; the exit code.
 pub fn run(options: MountOptions) -> i32 {
     let mountpoint = absolute(&options.mountpoint);
+    // Run by systemd again after this supervisor died: the connection it
+    // kept in its store is taken over, not mounted anew.
+    if let Some(stored) = super::fdstore::take_stored() {
+        match resume_stored(&options, &mountpoint, stored) {
+            Ok(resumed) => return supervise(resumed),
+            Err(reason) => {
+                tracing::error!(%reason, "the FUSE descriptor systemd kept cannot be taken over: the mount is made afresh");
+                super::fdstore::remove();
+                let _ = nix::mount::umount2(&mountpoint, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+    }
     if let Err(message) = clean_dead_mount(&mountpoint) {
         eprintln!("permfs mount: {message}");
         return 2;
@@ -603,7 +627,8 @@ pub fn run(options: MountOptions) -> i32 {
             return 2;
         }
     };
-    let signals = supervisor_signals();
+    // Blocked before the mount, so a stop during it is seen, not fatal.
+    let _ = supervisor_signals();
     // SAFETY: getuid cannot fail.
     let owner = unsafe { libc::getuid() };
     let fuse = match mount(&mountpoint, owner, options.allow_other) {
@@ -616,15 +641,8 @@ pub fn run(options: MountOptions) -> i32 {
             return 1;
         }
     };
-    // SAFETY: plain signal-set manipulation on a zeroed set.
-    let stops = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        set
-    };
-    let mut supervisor = Supervisor {
+    let stops = stop_signals();
+    let supervisor = Supervisor {
         stops,
         options,
         mountpoint: mountpoint.clone(),
@@ -637,18 +655,75 @@ pub fn run(options: MountOptions) -> i32 {
         upgrades: 0,
         initialized: false,
     };
+    supervise(supervisor)
+}
+
+/// A supervisor over the descriptor systemd kept (`fdstore`), with the
+/// inode key the previous supervisor kept beside its status file.
+fn resume_stored(
+    options: &MountOptions,
+    mountpoint: &Path,
+    fuse: OwnedFd,
+) -> Result<Supervisor, String> {
+    if !is_fuse_mount(mountpoint) {
+        return Err(format!("{} is not mounted", mountpoint.display()));
+    }
+    let mountpoint = std::fs::canonicalize(mountpoint).unwrap_or(mountpoint.to_path_buf());
+    let state_dir = absolute(&options.state_dir.clone().unwrap_or_else(default_state_dir));
+    let key_path = super::fdstore::key_path(&status_path(&state_dir, &mountpoint));
+    let key = super::fdstore::load_key(&key_path)
+        .ok_or_else(|| format!("no inode key at {}", key_path.display()))?;
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find its own executable: {e}"))?;
+    let _ = supervisor_signals();
+    tracing::info!(mountpoint = %mountpoint.display(), "taking over the connection systemd kept");
+    Ok(Supervisor {
+        stops: stop_signals(),
+        options: options.clone(),
+        mountpoint,
+        state_dir,
+        binary,
+        fuse,
+        key: InodeKey(key),
+        started: unix_now(),
+        restarts: 0,
+        upgrades: 0,
+        initialized: true,
+    })
+}
+
+/// Starts the first server and supervises until a stop; the exit code.
+fn supervise(mut supervisor: Supervisor) -> i32 {
+    let signals = supervisor_signals();
+    let mountpoint = supervisor.mountpoint.clone();
+    // SAFETY: getuid cannot fail.
+    let owner = unsafe { libc::getuid() };
     // The first server's failure (an invalid config, say) is the
     // command's failure, as it always was.
     let mut server = match supervisor.start() {
         Ok(server) => server,
         Err(error) => {
             tracing::error!(%error, "the first server did not start");
+            super::fdstore::remove();
             drop(supervisor.fuse);
             unmount(&mountpoint, owner);
             return 2;
         }
     };
     supervisor.write_status(Some(&server));
+    // Under systemd, the connection outlives this process too: its key
+    // beside the status file, its descriptor in systemd's store.
+    if std::env::var_os("NOTIFY_SOCKET").is_some() {
+        let key_path = super::fdstore::key_path(&status_path(&supervisor.state_dir, &mountpoint));
+        let stored = super::fdstore::save_key(&key_path, &supervisor.key.0)
+            .and_then(|()| super::fdstore::store(&supervisor.fuse));
+        match stored {
+            Ok(_) => tracing::info!("the FUSE descriptor is in systemd's store"),
+            Err(error) => {
+                tracing::warn!(%error, "the FUSE descriptor cannot be put in systemd's store: the mount ends with this process")
+            }
+        }
+    }
     tracing::info!(mountpoint = %mountpoint.display(), server = server.child.id(), "permfs mounted");
     let tick = libc::timespec {
         tv_sec: 0,
@@ -680,6 +755,7 @@ pub fn run(options: MountOptions) -> i32 {
         };
         if exited.code() == Some(super::EXIT_MOUNT_GONE) {
             tracing::warn!("the mount was taken away (unmounted from outside): stopping");
+            super::fdstore::remove();
             let _ = std::fs::remove_file(status_path(&supervisor.state_dir, &mountpoint));
             return 0;
         }
@@ -722,7 +798,10 @@ impl Supervisor {
                 }
             }
         }
-        let _ = std::fs::remove_file(status_path(&self.state_dir, &self.mountpoint));
+        let status = status_path(&self.state_dir, &self.mountpoint);
+        let _ = std::fs::remove_file(super::fdstore::key_path(&status));
+        let _ = std::fs::remove_file(status);
+        super::fdstore::remove();
         drop(self.fuse);
         // SAFETY: getuid cannot fail.
         unmount(&self.mountpoint, unsafe { libc::getuid() })

@@ -1273,19 +1273,6 @@ impl Authority {
     pub fn withdraw(&self, session: &str, rid: &str) -> Result<(), AuthorityError> {
         let mut state = lock(&self.state);
         let key = (session.to_string(), rid.to_string());
-        // A person's answer stays until retention drops it, as a response
-        // file's does: the person's `write` that gave it may be re-sent to
-        // the next server if this one dies before answering it, and finds
-        // the ask decided (not gone).
-        let by_person = state
-            .outboxes
-            .get(&key)
-            .and_then(|id| state.asks.get(id))
-            .and_then(|a| a.response.as_ref())
-            .is_some_and(|r| matches!(r.decided_by, DecidedBy::User { .. }));
-        if by_person {
-            return Ok(());
-        }
         let ask_id = state
             .outboxes
             .remove(&key)
