@@ -10,8 +10,13 @@ in every iteration, runs on each mount in rotating order:
   read    open + read + close of MNT/README (the baseline of that mount)
   ask     the two-file ask: create + write + close outbox/<rid>.request,
           open + read + close <rid>.response (a rule allows it)
-and on the new mount also
+and on both mounts also
   exchange  the one-descriptor ask (outbox/<rid>, O_RDWR: write, read, close)
+  person    (with --person) a person-answered one-descriptor ask, in one
+            thread: write `make deploy` (left at `ask`), list main's inbox
+            until its entry is there, write `allow` to it, read the answer
+            (what the journal adds to an ask that waits: its pending row
+            and its answer)
 The request is the bash line `--command` (rules allow `git *` and `cat *`;
 a line with paths, such as `cat /etc/hosts ./src/x ../y`, times the path
 facts: symlinks and canonical forms). Names are resolved against held
@@ -39,8 +44,10 @@ def mount_with(binary: str) -> b.Mount:
     return b.Mount(config=CONFIG, limits=False)
 
 
-def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep: int, command: str) -> dict:
+def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep: int, command: str,
+                   person: bool = False) -> dict:
     body = b.request_bytes(command)
+    person_body = b.request_bytes("make deploy")
     now = b.now_ns
     with mount_with(old_bin) as old, mount_with(new_bin) as new:
         sides = {}
@@ -49,6 +56,7 @@ def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep
                 os.open(m.mnt, os.O_RDONLY | os.O_DIRECTORY),
                 os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY),
             )
+        inboxes = {"old": old.main / "inbox", "new": new.main / "inbox"}
 
         def read(side):
             root_fd, _ = sides[side]
@@ -59,10 +67,24 @@ def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep
             b.submit(outbox_fd, rid, body)
             return b.response(outbox_fd, rid)
 
-        def exchange(rid):
-            _, outbox_fd = sides["new"]
+        def exchange(side, rid):
+            _, outbox_fd = sides[side]
             fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
             os.write(fd, body)
+            data = b.read_all(fd)
+            os.close(fd)
+            return data
+
+        def decided(side, rid):
+            _, outbox_fd = sides[side]
+            fd = os.open(rid, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=outbox_fd)
+            os.write(fd, person_body)
+            while True:
+                entries = os.listdir(inboxes[side])
+                if entries:
+                    break
+            with open(inboxes[side] / entries[0], "w") as f:
+                f.write("allow")
             data = b.read_all(fd)
             os.close(fd)
             return data
@@ -70,10 +92,16 @@ def one_repetition(old_bin: str, new_bin: str, iterations: int, warmup: int, rep
         ops = [
             ("old read", lambda i: read("old")),
             ("old ask", lambda i: ask("old", f"r{rep}-{i}")),
+            ("old exchange", lambda i: exchange("old", f"x{rep}-{i}")),
             ("new read", lambda i: read("new")),
             ("new ask", lambda i: ask("new", f"r{rep}-{i}")),
-            ("new exchange", lambda i: exchange(f"x{rep}-{i}")),
+            ("new exchange", lambda i: exchange("new", f"x{rep}-{i}")),
         ]
+        if person:
+            ops += [
+                ("old person", lambda i: decided("old", f"p{rep}-{i}")),
+                ("new person", lambda i: decided("new", f"p{rep}-{i}")),
+            ]
         for i in range(warmup):
             for _, op in ops:
                 op(-1 - i)
@@ -100,13 +128,15 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--command", default="git status", help="the bash line asked (a rule must allow it)")
+    parser.add_argument("--person", action="store_true", help="also a person-answered ask on each side")
     args = parser.parse_args()
     print(f"machine: {b.machine()}")
     print(f"old: {args.old}\nnew: {args.new}")
     reps = []
     for rep in range(args.repetitions):
         busy = b.other_cpu_busy()
-        medians = one_repetition(args.old, args.new, args.iterations, args.warmup, rep, args.command)
+        medians = one_repetition(args.old, args.new, args.iterations, args.warmup, rep, args.command,
+                                 args.person)
         reps.append(medians)
         line = ", ".join(f"{k} {b.us(v)}" for k, v in medians.items())
         print(f"repetition {rep + 1}: machine busy {busy:.0f}% before; medians: {line}")
@@ -125,6 +155,9 @@ def main() -> int:
     print(f"  new exchange / new read   {ratio('new exchange', 'new read'):.2f}x")
     print(f"  new ask / old ask         {ratio('new ask', 'old ask'):.2f}x")
     print(f"  new exchange / old ask    {ratio('new exchange', 'old ask'):.2f}x")
+    print(f"  new exchange / old exchange {ratio('new exchange', 'old exchange'):.2f}x")
+    if args.person:
+        print(f"  new person / old person   {ratio('new person', 'old person'):.2f}x")
     b.summary(
         "versus",
         f"two-file ask new/old {ratio('new ask', 'old ask'):.2f}x; ask/README old {ratio('old ask', 'old read'):.2f}x, "
