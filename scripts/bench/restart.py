@@ -8,7 +8,16 @@ server that takes over the connection). Baseline, in the same run: the
 same read with the server alive. Prints medians, p90 and the ratio.
 
     scripts/bench/restart.py [--count 20] [--interval 1.2]   # PERMFS_BIN, else target/release
+    scripts/bench/restart.py --upgrade [--count 10]
+
+With --upgrade, each round runs `permfs mount --upgrade` instead of the
+kill, while a thread reads session.json in a loop: the pause is the
+longest read during the upgrade (the new server is started and reads its
+config while the old one serves; the old one is then SIGKILLed and the
+new one takes over), against the median read outside upgrades.
 """
+
+import threading
 
 import argparse
 import json
@@ -40,12 +49,38 @@ def timed_read(path):
     return time.perf_counter_ns() - start
 
 
+def upgrade_rounds(binary, mount, state, target, args, alive, paused):
+    """`permfs mount --upgrade` args.count times under a reading loop."""
+    for _ in range(args.count):
+        for _ in range(5):
+            alive.append(timed_read(target))
+        reads, stop = [], threading.Event()
+
+        def loop():
+            while not stop.is_set():
+                reads.append(timed_read(target))
+
+        reader = threading.Thread(target=loop)
+        reader.start()
+        time.sleep(0.05)
+        subprocess.run(
+            [binary, "mount", "--upgrade", mount, "--state-dir", state],
+            check=True, capture_output=True,
+        )
+        time.sleep(0.05)
+        stop.set()
+        reader.join()
+        paused.append(max(reads))
+        time.sleep(args.interval)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=20)
     # A server that dies within 1 s of its start is restarted after 50 ms
     # (the supervisor's crash-loop guard); --interval 0.2 measures that.
     parser.add_argument("--interval", type=float, default=1.2)
+    parser.add_argument("--upgrade", action="store_true", help="time `permfs mount --upgrade` instead of a SIGKILL")
     args = parser.parse_args()
     binary = str(permfs_binary())
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,7 +100,9 @@ def main():
                     sys.exit("the mount did not come up")
                 time.sleep(0.02)
             alive, paused = [], []
-            for _ in range(args.count):
+            if args.upgrade:
+                upgrade_rounds(binary, mount, state, target, args, alive, paused)
+            for _ in range(0 if args.upgrade else args.count):
                 for _ in range(5):
                     alive.append(timed_read(target))
                 pid = status(binary, mount, state)["server"]["pid"]
@@ -85,7 +122,8 @@ def main():
     a, p = statistics.median(alive), statistics.median(paused)
     print(f"restarts {restarts}")
     print(f"read, server alive: median {a / 1e3:.0f} us, p90 {pct(alive, 90) / 1e3:.0f} us")
-    print(f"read from SIGKILL of the server: median {p / 1e6:.1f} ms, p90 {pct(paused, 90) / 1e6:.1f} ms, max {max(paused) / 1e6:.1f} ms")
+    what = "longest read during an upgrade" if args.upgrade else "read from SIGKILL of the server"
+    print(f"{what}: median {p / 1e6:.1f} ms, p90 {pct(paused, 90) / 1e6:.1f} ms, max {max(paused) / 1e6:.1f} ms")
     print(f"ratio {p / a:.0f}x")
 
 

@@ -238,41 +238,74 @@ impl DraftLog {
     /// Past this size the log is rewritten from the open drafts.
     pub const LIMIT: u64 = 1 << 20;
 
-    /// The log in `state_dir`, started afresh with `kept` (names a previous
-    /// server created that may still be open). Without a usable file the
-    /// log is off: a name created just before a restart then reads
-    /// `ESTALE` at its first write, as it did before the log.
-    pub fn start(state_dir: &std::path::Path, kept: &[(bool, String, String)]) -> Self {
+    /// The log in `state_dir`, started afresh with `kept` (what a previous
+    /// server logged that no ask has yet: names that may still be open,
+    /// requests written on them). Without a usable file the log is off: a
+    /// name created just before a restart then reads `ESTALE` at its first
+    /// write, as it did before the log.
+    pub fn start(state_dir: &std::path::Path, kept: &Logged) -> Self {
         let path = state_dir.join("drafts.log");
         let log = Self {
             path,
             file: std::sync::Mutex::new(None),
             bytes: std::sync::atomic::AtomicU64::new(0),
         };
-        log.rewrite(kept.iter().map(|(e, s, r)| (*e, s.as_str(), r.as_str())));
+        log.rewrite(
+            kept.names
+                .iter()
+                .map(|(e, s, r)| (*e, s.as_str(), r.as_str())),
+        );
+        for ((session, rid), body) in &kept.bodies {
+            log.written(session, rid, body, std::iter::empty());
+        }
         log
     }
 
-    /// The names the log in `state_dir` holds (a previous server's).
-    pub fn read(state_dir: &std::path::Path) -> Vec<(bool, String, String)> {
+    /// Notes the request written on `session`'s exchange `rid`, before
+    /// its write is answered: the write then returns while the ask is
+    /// raised (the asker's way to its read overlaps the judging), and a
+    /// server that dies before the ask is journaled leaves the request
+    /// here for the next one.
+    pub fn written<'a>(
+        &self,
+        session: &str,
+        rid: &str,
+        body: &[u8],
+        open: impl Iterator<Item = (bool, &'a str, &'a str)>,
+    ) {
+        if self.bytes.load(std::sync::atomic::Ordering::Relaxed) > Self::LIMIT {
+            self.rewrite(open);
+        }
+        let line = format!("b\t{session}\t{rid}\t{}\n", hex::encode(body));
+        self.append(&line);
+    }
+
+    /// What the log in `state_dir` holds (a previous server's): the names,
+    /// and the requests written on exchanges whose ask had not gone in.
+    pub fn read(state_dir: &std::path::Path) -> Logged {
+        let mut logged = Logged::default();
         let Ok(text) = std::fs::read_to_string(state_dir.join("drafts.log")) else {
-            return Vec::new();
+            return logged;
         };
-        text.lines()
-            .filter_map(|line| {
-                let mut parts = line.splitn(3, '\t');
-                let exchange = match parts.next()? {
-                    "e" => true,
-                    "r" => false,
-                    _ => return None,
-                };
-                Some((
-                    exchange,
-                    parts.next()?.to_string(),
-                    parts.next()?.to_string(),
-                ))
-            })
-            .collect()
+        for line in text.lines() {
+            let mut parts = line.splitn(4, '\t');
+            let (Some(kind), Some(session), Some(rid)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (session, rid) = (session.to_string(), rid.to_string());
+            match kind {
+                "e" => logged.names.push((true, session, rid)),
+                "r" => logged.names.push((false, session, rid)),
+                "b" => {
+                    if let Some(body) = parts.next().and_then(|h| hex::decode(h).ok()) {
+                        logged.bodies.insert((session, rid), body);
+                    }
+                }
+                _ => {}
+            }
+        }
+        logged
     }
 
     fn line(exchange: bool, session: &str, rid: &str) -> String {
@@ -288,12 +321,16 @@ impl DraftLog {
         rid: &str,
         open: impl Iterator<Item = (bool, &'a str, &'a str)>,
     ) {
-        use std::io::Write;
         use std::sync::atomic::Ordering;
         if self.bytes.load(Ordering::Relaxed) > Self::LIMIT {
             self.rewrite(open);
         }
-        let line = Self::line(exchange, session, rid);
+        self.append(&Self::line(exchange, session, rid));
+    }
+
+    fn append(&self, line: &str) {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(handle) = file.as_mut() {
             if let Err(error) = handle.write_all(line.as_bytes()) {
@@ -334,6 +371,15 @@ impl DraftLog {
             }
         }
     }
+}
+
+/// What a drafts log held.
+#[derive(Debug, Default)]
+pub struct Logged {
+    /// (exchange, session, rid) of names created.
+    pub names: Vec<(bool, String, String)>,
+    /// Requests written on exchanges, by (session, rid).
+    pub bodies: HashMap<(String, String), Vec<u8>>,
 }
 
 impl Drafts {

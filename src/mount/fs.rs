@@ -114,6 +114,9 @@ pub struct PermFs {
     /// The outbox names created and not yet asked, for a server that takes
     /// the connection over (`DraftLog`); none without a state dir.
     pub draft_log: std::sync::OnceLock<DraftLog>,
+    /// Requests a previous server's exchanges had written and not raised
+    /// (from its drafts log), by (session, rid), for `adopt_stale`.
+    recovered: Mutex<HashMap<(String, String), Vec<u8>>>,
     inodes: Arc<Inodes>,
     uid: u32,
     gid: u32,
@@ -261,6 +264,7 @@ impl PermFs {
             max_fills: workers.saturating_sub(1).max(1),
             views: std::sync::OnceLock::new(),
             draft_log: std::sync::OnceLock::new(),
+            recovered: Mutex::new(HashMap::new()),
         }
     }
 
@@ -317,6 +321,14 @@ impl PermFs {
             found.push(Node::InboxItem(session, ask));
         }
         self.inodes.adopt_prior(found)
+    }
+
+    /// Requests a previous server's exchanges had written and not raised
+    /// (its drafts log): a handle of theirs is taken over with its request.
+    pub fn recover_requests(&self, bodies: HashMap<(String, String), Vec<u8>>) {
+        if let Ok(mut recovered) = self.recovered.lock() {
+            recovered.extend(bodies);
+        }
     }
 
     /// Drops what the daemon kept for an open handle (its answer, cursor,
@@ -1057,11 +1069,11 @@ impl Filesystem for PermFs {
                             };
                         }
                         if draft.exchange && written == Written::Complete {
-                            // Raise, then answer the write: once `write`
-                            // returns, the ask is journaled (or answered),
-                            // so a server that dies after it loses
-                            // nothing; one that dies before it has the
-                            // kernel re-send the write to the next server.
+                            // Answer the write, then raise: the asker's
+                            // way to its read overlaps the judging. The
+                            // request is in the drafts log first, so a
+                            // server that dies before the ask is journaled
+                            // leaves it to the next one (`adopt_stale`).
                             draft.submitted = true;
                             draft.raising = Some(Raising::default());
                             let written = (
@@ -1071,10 +1083,15 @@ impl Filesystem for PermFs {
                             );
                             drop(drafts);
                             let (session, rid, request) = written;
+                            if let (Some(log), Ok(drafts)) =
+                                (self.draft_log.get(), self.drafts.lock())
+                            {
+                                log.written(&session, &rid, &request, drafts.names());
+                            }
+                            reply.written(data.len() as u32);
                             let request_len = Some(request.len() as u64);
                             let parsed = self.authority.read_request(&request);
-                            self.raise_written(fh.0, &session, &rid, parsed, request_len);
-                            return reply.written(data.len() as u32);
+                            return self.raise_written(fh.0, &session, &rid, parsed, request_len);
                         }
                         Ok(())
                     }

@@ -370,24 +370,32 @@ pub fn serve(
     // before this point (after the epoch and the audit log, which the
     // restore continues), so the sessions it brings back are adopted by
     // the numbers the kernel knows them by.
-    // Names a previous server created and had not asked: kept in the new
-    // log while no ask has them (they may still be open).
-    let prior_drafts: Vec<(bool, String, String)> = if hello.takeover {
-        drafts::DraftLog::read(&state_dir)
+    // Names a previous server created and had not asked, and requests
+    // written on them: kept in the new log while no ask has them.
+    let mut prior_drafts = drafts::Logged::default();
+    if hello.takeover {
+        let logged = drafts::DraftLog::read(&state_dir);
+        prior_drafts.names = logged
+            .names
             .into_iter()
             .filter(|(_, session, rid)| !authority.outbox_contains(session, rid))
-            .collect()
-    } else {
-        Vec::new()
-    };
+            .collect();
+        prior_drafts.bodies = logged
+            .bodies
+            .into_iter()
+            .filter(|((session, rid), _)| !authority.outbox_contains(session, rid))
+            .collect();
+    }
     let _ = filesystem
         .draft_log
         .set(drafts::DraftLog::start(&state_dir, &prior_drafts));
     if hello.takeover {
-        let adopted = filesystem.adopt_prior_nodes(&prior_drafts);
+        filesystem.recover_requests(prior_drafts.bodies.clone());
+        let adopted = filesystem.adopt_prior_nodes(&prior_drafts.names);
         tracing::info!(
             adopted,
-            drafts = prior_drafts.len(),
+            drafts = prior_drafts.names.len(),
+            requests = prior_drafts.bodies.len(),
             "taking over the connection of a previous server"
         );
     }

@@ -139,10 +139,11 @@ impl PermFs {
     ///   starts): the handle is the exchange it was, already asked, so a
     ///   reader blocked across the restart (the kernel re-sends its read)
     ///   waits for the answer, and a close withdraws the ask as before;
+    /// - it did not, but its request was written (the drafts log has it):
+    ///   the handle is the exchange it was, its request not yet raised;
     /// - it did not, and this is a write from offset 0 (the kernel
-    ///   re-sending the write the old server had read but not answered: an
-    ///   exchange's ask goes in before its write is answered): a fresh
-    ///   draft takes the write;
+    ///   re-sending the write the old server had read but not answered): a
+    ///   fresh draft takes the write;
     /// - otherwise the request the old server held is lost with it, and
     ///   the handle stays stale (`ESTALE`).
     pub(super) fn adopt_stale(
@@ -183,6 +184,20 @@ impl PermFs {
             }
             tracing::debug!(fh, %session, %rid, "a previous server's handle taken over: its ask is in");
             return Adopted::Asked;
+        }
+        // Its request was written and logged, not raised: it goes in at
+        // the read, as the exchange it was.
+        let recovered = self
+            .recovered
+            .lock()
+            .ok()
+            .and_then(|mut r| r.remove(&(session.clone(), rid.clone())));
+        if let Some(body) = recovered.filter(|_| exchange) {
+            let mut draft = Draft::new(&session, &rid, true);
+            draft.data = body;
+            drafts.insert(fh, draft);
+            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its logged request");
+            return Adopted::Draft;
         }
         if write_at == Some(0) {
             drafts.insert(fh, Draft::new(&session, &rid, exchange));
