@@ -994,7 +994,11 @@ impl Filesystem for PermFs {
                 // A decision the previous server took and journaled before
                 // it could answer the write, re-sent by the kernel.
                 Some(Node::InboxItem(session, ask))
-                    if self.authority.decided_by_person(&session, &ask) =>
+                    if self.authority.decided_by_person(
+                        &session,
+                        &ask,
+                        &String::from_utf8_lossy(data),
+                    ) =>
                 {
                     return reply.written(data.len() as u32);
                 }

@@ -1322,8 +1322,15 @@ impl Authority {
             .collect()
     }
 
-    /// Whether ask `ask_id` was answered by a person at `session`.
-    pub fn decided_by_person(&self, session: &str, ask_id: &str) -> bool {
+    /// Whether ask `ask_id` was answered by a person at `session` the way
+    /// `text` decides (an allow, or a deny): the decision a re-sent write
+    /// carries was then taken. Another decision on it is not (its writer
+    /// is told the ask was decided, as before the restart).
+    pub fn decided_by_person(&self, session: &str, ask_id: &str, text: &str) -> bool {
+        let Ok(decision) = super::decision::Decision::parse(text) else {
+            return false;
+        };
+        let denies = matches!(decision, super::decision::Decision::Deny(_));
         let state = lock(&self.state);
         state
             .asks
@@ -1332,6 +1339,7 @@ impl Authority {
             .is_some_and(|r| {
                 matches!(r.decided_by, DecidedBy::User { .. })
                     && r.responder_session_id.as_deref() == Some(session)
+                    && r.approved != denies
             })
     }
 
