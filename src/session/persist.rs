@@ -200,9 +200,6 @@ pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
     ops
 }
 
-/// How many deletes may wait for the next write that must happen.
-const DEFERRED_DELETES: usize = 256;
-
 /// Writes what was marked. `Err`: nothing of it was written; the pending
 /// asks among it are returned so the caller can deny them (fail closed).
 pub(super) fn flush(state: &mut State) -> Result<(), (String, Vec<AskId>)> {
@@ -210,22 +207,6 @@ pub(super) fn flush(state: &mut State) -> Result<(), (String, Vec<AskId>)> {
         return Ok(());
     };
     if state.journal_dirty.sessions.is_empty() && state.journal_dirty.asks.is_empty() {
-        return Ok(());
-    }
-    // Rows of asks that are gone (answers delivered and forgotten, asks
-    // withdrawn after their answer was written) wait for the next write
-    // that must happen, up to a bound: a delete lost in a crash only
-    // brings back an answer already given (kept until retention drops
-    // it), never a decision, and an exchange would otherwise pay a second
-    // commit at its close.
-    let only_deletes = state.journal_dirty.sessions.is_empty()
-        && state.journal_dirty.asks.len() < DEFERRED_DELETES
-        && state
-            .journal_dirty
-            .asks
-            .iter()
-            .all(|id| !state.asks.contains_key(id));
-    if only_deletes {
         return Ok(());
     }
     let pending: Vec<AskId> = state
