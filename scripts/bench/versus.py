@@ -23,7 +23,10 @@ facts: symlinks and canonical forms). Names are resolved against held
 directory fds. Each repetition reports
 medians; the summary is the median over repetitions of each figure, with
 the machine's busy share before each repetition (a busy machine makes every
-figure noisier, not one side slower: the sides are interleaved).
+figure noisier, not one side slower: the sides are interleaved). The two
+mounts are not equal even with one binary in both (a few per cent either
+way, more on a busy VM): run a comparison both ways round (--old A --new B,
+then --old B --new A) and report both.
 """
 
 import argparse
