@@ -215,6 +215,13 @@ struct InodeMaps {
     /// again meanwhile: (due, number), and the numbers not looked up since.
     retiring: VecDeque<(Instant, u64)>,
     untouched: HashSet<u64>,
+    /// Numbers retired while the kernel still held references to them,
+    /// with how many: the same name asked anew gets the same number, and
+    /// the kernel's `FORGET` of the old references can come after that
+    /// (its old inode is evicted once our `LOOKUP` says the name is gone,
+    /// and the forget is queued), so the new node starts from the old
+    /// count instead of being ended by it.
+    orphans: HashMap<u64, u64>,
     /// Responses whose inode has been opened: what its pages may hold.
     pages: HashMap<u64, ResponsePages>,
 }
@@ -335,6 +342,7 @@ impl Inodes {
             prior: HashMap::new(),
             retiring: VecDeque::new(),
             untouched: HashSet::new(),
+            orphans: HashMap::new(),
             pages: HashMap::new(),
         };
         maps.by_node.insert(Node::Root, 1);
@@ -356,8 +364,9 @@ impl Inodes {
         }
         let ino = maps.allocate(node);
         maps.prior.remove(&ino);
+        let references = maps.orphans.remove(&ino).unwrap_or(0);
         maps.by_node.insert(node.clone(), ino);
-        maps.by_ino.insert(ino, (node.clone(), 0));
+        maps.by_ino.insert(ino, (node.clone(), references));
         ino
     }
 
@@ -401,7 +410,15 @@ impl Inodes {
                 *references = references.saturating_sub(count);
                 *references == 0
             }
-            None => false,
+            None => {
+                if let Some(references) = maps.orphans.get_mut(&ino) {
+                    *references = references.saturating_sub(count);
+                    if *references == 0 {
+                        maps.orphans.remove(&ino);
+                    }
+                }
+                false
+            }
         };
         if gone {
             maps.remove(ino);
@@ -534,7 +551,11 @@ impl InodeMaps {
             }
             self.retiring.pop_front();
             if self.untouched.remove(&ino) {
+                let references = self.by_ino.get(&ino).map_or(0, |(_, count)| *count);
                 self.remove(ino);
+                if references > 0 {
+                    self.orphans.insert(ino, references);
+                }
             }
         }
         self.shrink_if_sparse();
@@ -692,5 +713,33 @@ mod tests {
         // A late FORGET of a dropped number is harmless.
         inodes.forget(resp_ino, 1);
         assert_eq!(inodes.entries(), 3);
+    }
+
+    /// A name asked anew after its number was retired gets the same
+    /// number; the kernel's FORGET of the old inode's references, queued
+    /// when our LOOKUP said the name was gone, can come after the new
+    /// CREATE. It must not end the new node (it did: the next `write`
+    /// read ENOENT).
+    #[test]
+    fn a_late_forget_of_a_retired_number_does_not_end_its_next_node() {
+        let inodes = Inodes::default();
+        let exchange = Node::Exchange("main".into(), "x0".into());
+        let old = inodes.referenced(&exchange);
+        inodes.referenced(&exchange);
+        inodes.retire_ask("main", "x0");
+        inodes
+            .maps()
+            .drop_retired(Instant::now() + RETIRE_AFTER + Duration::from_millis(1));
+        assert_eq!(inodes.node(old), None, "retired");
+        let new = inodes.referenced(&exchange);
+        assert_eq!(new, old, "the same name, the same number");
+        inodes.forget(old, 2);
+        assert_eq!(
+            inodes.node(new),
+            Some(exchange.clone()),
+            "the new node stays"
+        );
+        inodes.forget(new, 1);
+        assert_eq!(inodes.node(new), None, "its own forget ends it");
     }
 }
