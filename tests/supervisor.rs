@@ -97,6 +97,21 @@ fn summary(child: Child) -> Summary {
     }
 }
 
+/// [`STAT_LOOP`] in a sandbox's view of `session`: a bind of the session
+/// directory in a mount namespace of its own (it dies with the loop).
+fn sandboxed_stat_loop(daemon: &Daemon, session: &Path, stop: &str) -> Child {
+    let bind = daemon.dir.path().join("bound");
+    std::fs::create_dir(&bind).expect("bind point");
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && exec "$3" -c "$4" "$2" "$5""#)
+        .args(["sh", &session.to_string_lossy(), &bind.to_string_lossy()])
+        .args([python(), STAT_LOOP, stop])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("unshare runs")
+}
+
 /// SIGKILLs the server and waits until another serves; its pid.
 fn kill_server(daemon: &Daemon) -> u32 {
     let old = daemon.server_pid();
@@ -204,16 +219,7 @@ fn twenty_sigkills_and_the_stat_loop_sees_no_error() {
     // A sandbox's view of its session: a bind of the session directory in
     // a mount namespace of its own (it dies with the loop), whose root
     // keeps the inode number the first server gave.
-    let bind = daemon.dir.path().join("bound");
-    std::fs::create_dir(&bind).expect("bind point");
-    let sandboxed = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(r#"mount --bind "$1" "$2" && exec "$3" -c "$4" "$2" "$5""#)
-        .args(["sh", &session.to_string_lossy(), &bind.to_string_lossy()])
-        .args([python(), STAT_LOOP, &stop_s])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("unshare runs");
+    let sandboxed = sandboxed_stat_loop(&daemon, &session, &stop_s);
     std::thread::sleep(Duration::from_millis(300));
     let asker = spawn(
         ASKER,
@@ -448,16 +454,7 @@ fn soak_sixteen_askers_twenty_sigkills_no_ask_lost_or_answered_twice() {
     let session_s = session.to_string_lossy().into_owned();
     let stop = daemon.dir.path().join("stop");
     let stop_s = stop.to_string_lossy().into_owned();
-    let bind = daemon.dir.path().join("bound");
-    std::fs::create_dir(&bind).expect("bind point");
-    let sandboxed = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(r#"mount --bind "$1" "$2" && exec "$3" -c "$4" "$2" "$5""#)
-        .args(["sh", &session_s, &bind.to_string_lossy()])
-        .args([python(), STAT_LOOP, &stop_s])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("unshare runs");
+    let sandboxed = sandboxed_stat_loop(&daemon, &session, &stop_s);
     let inbox = session.join("inbox");
     // The person stops after the askers (their last asks need it).
     let person_stop = daemon.dir.path().join("person-stop");

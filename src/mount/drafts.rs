@@ -256,7 +256,7 @@ impl DraftLog {
                 .map(|(e, s, r)| (*e, s.as_str(), r.as_str())),
         );
         for ((session, rid), body) in &kept.bodies {
-            log.written(session, rid, body, std::iter::empty());
+            log.append(&Self::body_line(session, rid, body));
         }
         log
     }
@@ -266,18 +266,21 @@ impl DraftLog {
     /// raised (the asker's way to its read overlaps the judging), and a
     /// server that dies before the ask is journaled leaves the request
     /// here for the next one.
-    pub fn written<'a>(
+    ///
+    /// `drafts` is locked only when the log is due to be rewritten.
+    pub fn written(
         &self,
         session: &str,
         rid: &str,
         body: &[u8],
-        open: impl Iterator<Item = (bool, &'a str, &'a str)>,
+        drafts: &std::sync::Mutex<Drafts>,
     ) {
         if self.bytes.load(std::sync::atomic::Ordering::Relaxed) > Self::LIMIT {
-            self.rewrite(open);
+            if let Ok(drafts) = drafts.lock() {
+                self.rewrite(drafts.names());
+            }
         }
-        let line = format!("b\t{session}\t{rid}\t{}\n", hex::encode(body));
-        self.append(&line);
+        self.append(&Self::body_line(session, rid, body));
     }
 
     /// What the log in `state_dir` holds (a previous server's): the names,
@@ -306,6 +309,10 @@ impl DraftLog {
             }
         }
         logged
+    }
+
+    fn body_line(session: &str, rid: &str, body: &[u8]) -> String {
+        format!("b\t{session}\t{rid}\t{}\n", hex::encode(body))
     }
 
     fn line(exchange: bool, session: &str, rid: &str) -> String {

@@ -1087,10 +1087,8 @@ impl Filesystem for PermFs {
                             );
                             drop(drafts);
                             let (session, rid, request) = written;
-                            if let (Some(log), Ok(drafts)) =
-                                (self.draft_log.get(), self.drafts.lock())
-                            {
-                                log.written(&session, &rid, &request, drafts.names());
+                            if let Some(log) = self.draft_log.get() {
+                                log.written(&session, &rid, &request, &self.drafts);
                             }
                             reply.written(data.len() as u32);
                             let request_len = Some(request.len() as u64);

@@ -79,14 +79,21 @@ pub(crate) fn request_init_flags(config: &mut fuser::KernelConfig) {
 }
 
 fn block_termination_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask manipulation on a zeroed set.
+    let set = signal_set(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
+    // SAFETY: blocks a valid set in this thread.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    set
+}
+
+/// The set of `signals`.
+pub(crate) fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: plain signal-set manipulation on a zeroed set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        for &signal in signals {
+            libc::sigaddset(&mut set, signal);
+        }
         set
     }
 }

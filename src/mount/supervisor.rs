@@ -492,34 +492,21 @@ impl Supervisor {
 }
 
 fn supervisor_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-mask manipulation on a zeroed set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in [
-            libc::SIGINT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGUSR2,
-            libc::SIGCHLD,
-        ] {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+    let set = super::signal_set(&[
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGUSR2,
+        libc::SIGCHLD,
+    ]);
+    // SAFETY: blocks a valid set in this thread.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    set
 }
 
 /// SIGINT and SIGTERM, as a set.
 fn stop_signals() -> libc::sigset_t {
-    // SAFETY: plain signal-set manipulation on a zeroed set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        set
-    }
+    super::signal_set(&[libc::SIGINT, libc::SIGTERM])
 }
 
 /// Mounts and returns the `/dev/fuse` descriptor that serves the mount.
