@@ -548,44 +548,59 @@ impl Client {
         }
     }
 
-    /// Asks `request` as session `id` on one descriptor; the run's
-    /// watchdog ends a wait that outlasts `--timeout-secs`, and the exit
-    /// closes the descriptor, which withdraws the ask.
+    /// Asks `request` as session `id` on one descriptor of its `ask`
+    /// file; the run's watchdog ends a wait that outlasts
+    /// `--timeout-secs`, and the exit closes the descriptor, which
+    /// withdraws the ask.
     fn ask(&self, id: &str, request: &Value) -> Result<Value, String> {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let rid = format!("hook-{}-{stamp}", std::process::id());
-        let path = self.tree.dir(id).join("outbox").join(&rid);
-        let text = exchange(&path, &request.to_string())
-            .map_err(|e| format!("cannot ask as session {id}: {e}"))?;
-        serde_json::from_str(&text).map_err(|e| format!("the answer of ask {rid} is not JSON: {e}"))
+        let path = self.tree.dir(id).join("ask");
+        exchange(&path, &request.to_string())
+            .map_err(|e| format!("cannot ask as session {id}: {e}"))
     }
 }
 
 /// The buffer an answer is read into at first (it grows for a larger one).
 const ANSWER_CAPACITY: usize = 16 * 1024;
 
-/// The one-descriptor ask: create, write the request, read the answer.
-fn exchange(path: &Path, body: &str) -> std::io::Result<String> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// The one-descriptor ask: open the session's `ask` file, write the
+/// request, read the answer.
+///
+/// Each round trip to the daemon costs the hook 0.1 to 0.2 ms on a machine
+/// whose daemon has been idle (BENCHMARKS.md section 9), so this takes the
+/// fewest: the `ask` file exists, so opening it is one `OPEN` (an outbox
+/// name created afresh is a `LOOKUP` and a `CREATE`), and the answer is
+/// taken as soon as it is one whole JSON value, without the read that
+/// would only find the end of the file. A prefix of a JSON object never
+/// parses as one, so a short read only means reading on.
+fn exchange(path: &Path, body: &str) -> std::io::Result<Value> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create_new(true)
-        .mode(0o600)
         .open(path)?;
     file.write_all(body.as_bytes())?;
     // Room for a whole answer up front: from an empty buffer std reads in
-    // growing steps (32, 32, 64, … bytes), each read a round trip to the
-    // daemon; an answer of a few KiB then takes eight reads, not two. Read
-    // through `&File` in `Take`, not `File::read_to_string`, which first
-    // asks the file's size (an `fstat`, a round trip to the daemon, and an
-    // `lseek`) for a size the answer file cannot know before it is read.
+    // growing steps, each read a round trip to the daemon.
     let mut answer = Vec::with_capacity(ANSWER_CAPACITY);
-    (&file).take(u64::MAX).read_to_end(&mut answer)?;
-    String::from_utf8(answer).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    let mut chunk = vec![0u8; ANSWER_CAPACITY];
+    loop {
+        let read = match (&file).read(&mut chunk) {
+            Ok(read) => read,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        answer.extend_from_slice(&chunk[..read]);
+        match serde_json::from_slice::<Value>(&answer) {
+            Ok(value) => return Ok(value),
+            Err(e) if read == 0 || !e.is_eof() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("the answer is not JSON: {e}"),
+                ))
+            }
+            // The answer so far ends early: read on.
+            Err(_) => {}
+        }
+    }
 }
 
 #[cfg(test)]

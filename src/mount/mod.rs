@@ -502,6 +502,7 @@ pub fn serve(
             ?signal,
             "stopping: pending asks stay in the journal; unmounting"
         );
+        authority.sync_journal();
     } else {
         tracing::info!(?signal, "stopping: answering pending asks and unmounting");
         authority.cancel_all();

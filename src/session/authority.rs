@@ -1410,6 +1410,16 @@ impl Authority {
         expired.len()
     }
 
+    /// Writes to the journal whatever is marked, deletions held back
+    /// included (`persist::HOLD_DELETES`): for a server that stops and
+    /// leaves its state to the next.
+    pub fn sync_journal(&self) {
+        let mut state = lock(&self.state);
+        if let Err((error, _)) = super::persist::flush_with(&mut state, true) {
+            tracing::error!(%error, "the journal could not be brought up to date at the stop");
+        }
+    }
+
     /// Answers every pending ask `cancelled` (the daemon is stopping).
     pub fn cancel_all(&self) {
         let mut state = lock(&self.state);
@@ -1911,6 +1921,48 @@ mod tests {
         let waiting = authority.submit("main", "r4", make.as_bytes()).expect("ok");
         assert_eq!(authority.inbox("main"), vec![waiting]);
         assert_eq!(journal.counts(), Ok((1, 1)), "r4 pending, r3 answered");
+    }
+
+    /// A rule-answered ask costs one commit: its delete at close is held
+    /// back (`persist::HOLD_DELETES`) and written with the next answer, or
+    /// once it is older than that bound, or at a stop.
+    #[test]
+    fn a_closed_asks_delete_rides_with_the_next_commit() {
+        let (authority, dir) =
+            authority(r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#);
+        let cwd = dir.path().to_string_lossy().into_owned();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).expect("state dir");
+        let journal =
+            Arc::new(super::super::journal::Journal::open(&state, false).expect("journal"));
+        authority
+            .restore(Arc::clone(&journal), false)
+            .expect("empty");
+        add_interactive_main(&authority, &cwd);
+        let ls = br#"{"surface":"bash","value":"ls"}"#;
+        let first = authority.submit("main", "r1", ls).expect("ok");
+        assert!(authority.response(&first).is_some_and(|r| r.approved));
+        assert_eq!(journal.counts(), Ok((0, 1)), "the answer is journaled");
+        authority.withdraw("main", "r1").expect("withdrawn");
+        assert_eq!(journal.counts(), Ok((0, 1)), "the delete is held back");
+        authority.submit("main", "r2", ls).expect("ok");
+        assert_eq!(
+            journal.counts(),
+            Ok((0, 1)),
+            "r1's delete went with r2's answer"
+        );
+        authority.withdraw("main", "r2").expect("withdrawn");
+        authority.sync_journal();
+        assert_eq!(journal.counts(), Ok((0, 0)), "a stop writes what is held");
+        authority.submit("main", "r3", ls).expect("ok");
+        authority.withdraw("main", "r3").expect("withdrawn");
+        std::thread::sleep(super::super::persist::HOLD_DELETES);
+        authority.expire(Instant::now());
+        assert_eq!(
+            journal.counts(),
+            Ok((0, 0)),
+            "the expiry tick writes what is old"
+        );
     }
 
     #[test]

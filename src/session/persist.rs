@@ -29,7 +29,20 @@ use std::time::{Duration, Instant};
 pub(super) struct Dirty {
     sessions: Vec<SessionId>,
     asks: Vec<AskId>,
+    /// Since when deletions alone have been held back (`flush`).
+    held_since: Option<Instant>,
 }
+
+/// How long `flush` may hold back a batch of nothing but deleted asks,
+/// for the next commit to carry. A rule-answered ask's row is written
+/// with its answer and deleted at its close: held, that delete rides with
+/// the next ask's answer, one commit an ask instead of two (BENCHMARKS.md,
+/// row 26). The expiry tick (`EXPIRE_INTERVAL`, 25 ms) writes what is
+/// older, and a stop writes all (`Authority::sync_journal`). What a
+/// `SIGKILL` in that window costs: rows of asks already withdrawn come
+/// back at the restart as answered asks nobody holds, kept until
+/// retention forgets them; an answer is never lost or given twice by it.
+pub(super) const HOLD_DELETES: Duration = Duration::from_millis(20);
 
 /// Session `id` changed (spawned, ended, a grant, a lease): journal it.
 pub(super) fn mark_session(state: &mut State, id: &str) {
@@ -200,14 +213,29 @@ pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
     ops
 }
 
-/// Writes what was marked. `Err`: nothing of it was written; the pending
-/// asks among it are returned so the caller can deny them (fail closed).
+/// Writes what was marked (deletions alone may be held back for up to
+/// [`HOLD_DELETES`]; `force` writes them too). `Err`: nothing of it was
+/// written; the pending asks among it are returned so the caller can deny
+/// them (fail closed).
 pub(super) fn flush(state: &mut State) -> Result<(), (String, Vec<AskId>)> {
+    flush_with(state, false)
+}
+
+pub(super) fn flush_with(state: &mut State, force: bool) -> Result<(), (String, Vec<AskId>)> {
     let Some(journal) = state.journal.clone() else {
         return Ok(());
     };
     if state.journal_dirty.sessions.is_empty() && state.journal_dirty.asks.is_empty() {
         return Ok(());
+    }
+    if !force && only_deletions(state) {
+        let since = *state
+            .journal_dirty
+            .held_since
+            .get_or_insert_with(Instant::now);
+        if since.elapsed() < HOLD_DELETES {
+            return Ok(());
+        }
     }
     let pending: Vec<AskId> = state
         .journal_dirty
@@ -221,6 +249,19 @@ pub(super) fn flush(state: &mut State) -> Result<(), (String, Vec<AskId>)> {
         tracing::error!(%error, rows = ops.len(), "the journal cannot be written: pending asks in this batch are denied (journal_unavailable)");
         (error, pending)
     })
+}
+
+/// Whether what is marked writes nothing but deletions: no session, and
+/// every marked ask either gone (a delete) or answered and not yet
+/// committed (its chunk writes it).
+fn only_deletions(state: &State) -> bool {
+    state.journal_dirty.sessions.is_empty()
+        && state.journal_dirty.asks.iter().all(|id| {
+            state
+                .asks
+                .get(id)
+                .is_none_or(|ask| ask.response.is_none() && !state.pending.contains(id))
+        })
 }
 
 /// What a restore put back, for the audit line and the log.
