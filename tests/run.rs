@@ -125,6 +125,49 @@ fn the_cwd_is_at_its_own_path_and_writable_and_the_system_read_only() {
     assert_eq!(field(&out, "etc"), Some("read-only"));
 }
 
+/// The daemon's state dir (its drafts log of requests not yet asked, the
+/// journal of pending ones, the audit log, the status file) is out of the
+/// sandbox's sight: the command, root inside, finds none of it, by its
+/// path or through `/proc/<daemon pid>/root`.
+#[test]
+fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
+    let Some(daemon) = daemon_with_bwrap() else {
+        return;
+    };
+    // Something in each: an answered ask and its drafts line.
+    std::fs::write(
+        daemon.session("main").join("outbox/r.request"),
+        r#"{"surface":"bash","value":"git status"}"#,
+    )
+    .expect("asked");
+    let state = daemon.state_dir.display().to_string();
+    for name in ["drafts.log", "journal.sqlite", "audit.log"] {
+        assert!(daemon.state_dir.join(name).exists(), "{name} is there");
+    }
+    let server = daemon.server_pid();
+    let script = format!(
+        r#"
+        for f in drafts.log journal.sqlite audit.log epoch mounts; do
+          [ -e '{state}'/$f ] && echo "$f=visible" || echo "$f=absent"
+        done
+        cat /proc/{server}/root{state}/drafts.log >/dev/null 2>&1 && echo proc=read || echo proc=refused
+        "#
+    );
+    let output = run_script(&daemon, &[], &script);
+    let out = stdout(&output);
+    assert!(output.status.success(), "{output:?}");
+    for name in [
+        "drafts.log",
+        "journal.sqlite",
+        "audit.log",
+        "epoch",
+        "mounts",
+    ] {
+        assert_eq!(field(&out, name), Some("absent"), "{name}: {out}");
+    }
+    assert_eq!(field(&out, "proc"), Some("refused"), "{out}");
+}
+
 #[test]
 fn a_mount_inside_the_cwd_is_not_carried_into_the_sandbox() {
     if !is_root() {

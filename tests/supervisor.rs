@@ -149,6 +149,110 @@ fn ask_once(ask: &Path, request: &str) -> Summary {
     ))
 }
 
+/// Every file the server keeps under `state_dir` (the audit log, the
+/// journal, the drafts log, the epoch, the status file and, under
+/// systemd, the inode key: `must_hold` names some that must be there) is
+/// its owner's alone. Each has no group or other permission bits, and
+/// uid 65534, let through the directories on the way, reads none of
+/// them: the drafts log holds requests not yet asked, the journal every
+/// pending one, the key what keeps inode numbers unguessable.
+fn assert_state_is_the_owners_alone(state_dir: &Path, must_hold: &[&str]) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut files = Vec::new();
+    let mut dirs = vec![state_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("the state dir lists") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    for name in must_hold {
+        assert!(
+            files.iter().any(|f| f.to_string_lossy().ends_with(name)),
+            "{name} is in the state dir: {files:?}"
+        );
+    }
+    for file in &files {
+        let mode = std::fs::metadata(file).expect("stat").mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", file.display());
+    }
+    // Only the files' own modes stand in the way: every directory from
+    // `/` down is opened to others for the attempt.
+    let mut opened = Vec::new();
+    for dir in state_dir.ancestors().chain(
+        files
+            .iter()
+            .filter_map(|f| f.parent())
+            .filter(|p| p != &state_dir),
+    ) {
+        let mode = std::fs::metadata(dir).expect("stat").mode() & 0o777;
+        if mode & 0o005 != 0o005 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o005))
+                .expect("opened to others");
+            opened.push((dir.to_path_buf(), mode));
+        }
+    }
+    for file in &files {
+        let output = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"])
+            .arg(file)
+            .output()
+            .expect("setpriv runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains("Permission denied"),
+            "uid 65534 read {}: {output:?}",
+            file.display()
+        );
+    }
+    for (dir, mode) in opened {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+    }
+}
+
+#[test]
+fn the_state_dir_is_the_owners_alone() {
+    let daemon = Daemon::start(CONFIG, None);
+    let ask = daemon.session("main").join("ask");
+    let asked = ask_once(&ask, RULE_ANSWERED);
+    assert_eq!(asked.outcomes.get("allow"), Some(&1), "{:?}", asked.errors);
+    // A request left undecided, so the journal holds a pending row.
+    let stop = daemon.dir.path().join("stop");
+    let waiting = spawn(
+        ASKER,
+        &[
+            &ask.to_string_lossy(),
+            PERSON_ANSWERED,
+            "1",
+            &stop.to_string_lossy(),
+        ],
+    );
+    eventually("the ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    assert_state_is_the_owners_alone(
+        &daemon.state_dir,
+        &[
+            "audit.log",
+            "journal.sqlite",
+            "drafts.log",
+            "epoch",
+            ".json",
+        ],
+    );
+    let entries = daemon.inbox("main");
+    std::fs::write(
+        daemon.session("main").join("inbox").join(&entries[0]),
+        "allow",
+    )
+    .expect("decided");
+    assert_allowed_once(waiting);
+}
+
 #[test]
 fn a_killed_server_is_replaced_under_waiting_readers() {
     let daemon = Daemon::start(CONFIG, None);
@@ -749,6 +853,7 @@ fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
 
     let entries = daemon.inbox("main");
     assert_eq!(entries.len(), 1, "the ask came back: {entries:?}");
+    assert_state_is_the_owners_alone(&state_dir, &[".json.key", "drafts.log"]);
     std::fs::write(session.join("inbox").join(&entries[0]), "allow").expect("decided");
     assert_allowed_once(waiting);
     std::fs::write(&stop, "").expect("stop file");

@@ -27,6 +27,7 @@ use super::nodes::InodeKey;
 use super::{clean_dead_mount, default_state_dir, fusermount, is_fuse_mount, MountOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -434,8 +435,16 @@ impl Supervisor {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
+            // Owner-only like everything else in the state dir: pids, the
+            // binary and the mount are nobody else's business.
             let temporary = path.with_extension("json.tmp");
-            std::fs::write(&temporary, format!("{status}\n"))?;
+            let _ = std::fs::remove_file(&temporary);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temporary)?;
+            file.write_all(format!("{status}\n").as_bytes())?;
             std::fs::rename(&temporary, &path)
         };
         if let Err(error) = write() {
