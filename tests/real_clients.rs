@@ -1101,7 +1101,8 @@ fn a_subagents_ask_climbs(cli: Cli) {
 //
 // cargo test --release --test real_clients -- --ignored --nocapture --test-threads 1
 // (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts; PERMFS_BENCH_BASELINE
-// names another permfs build to measure alongside.)
+// names another permfs build to measure alongside, PERMFS_BENCH_STATIC_HOOK the
+// hook as scripts/install-static-hook.sh builds it.)
 
 fn bench_count(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -1243,6 +1244,18 @@ fn measure_the_hooks_own_cost() {
             &[],
         ));
     }
+    // PERMFS_BENCH_STATIC_HOOK: the hook as scripts/install-static-hook.sh
+    // installs it (statically linked), for the same rule-allowed call.
+    let static_hook = std::env::var_os("PERMFS_BENCH_STATIC_HOOK").map(PathBuf::from);
+    if let Some(static_hook) = &static_hook {
+        cases.push((
+            "static permfs-hook, rule-allowed Bash",
+            static_hook,
+            &hook_args,
+            &event,
+            &[],
+        ));
+    }
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); cases.len()];
     for _ in 0..reps {
         for (i, (_, program, args, stdin, env)) in cases.iter().enumerate() {
@@ -1254,7 +1267,7 @@ fn measure_the_hooks_own_cost() {
         .iter()
         .filter(|l| l["outcome"] == "allow")
         .count();
-    let hooked_cases = 4 + usize::from(baseline.is_some());
+    let hooked_cases = 4 + usize::from(baseline.is_some()) + usize::from(static_hook.is_some());
     assert_eq!(
         allowed,
         hooked_cases * reps,
