@@ -375,6 +375,31 @@ pub fn check_file(agent: AgentKind, path: &Path, settings: &Value) -> Vec<(bool,
     lines
 }
 
+/// Whether the ELF binary at `path` asks for a program interpreter (the
+/// dynamic loader, whose work is most of a small Rust process's start);
+/// `None` when it is not a 64-bit little-endian ELF file or cannot be read.
+fn needs_loader(path: &Path) -> Option<bool> {
+    use std::io::Read;
+    const PT_INTERP: u32 = 3;
+    let mut head = vec![0u8; 64 * 1024];
+    let mut file = std::fs::File::open(path).ok()?;
+    let read = file.read(&mut head).ok()?;
+    let head = &head[..read];
+    if head.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let u16_at = |at: usize| Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?));
+    let phoff = u64::from_le_bytes(head.get(32..40)?.try_into().ok()?) as usize;
+    let (entry, count) = (usize::from(u16_at(54)?), usize::from(u16_at(56)?));
+    let mut interp = false;
+    for i in 0..count {
+        let at = phoff.checked_add(i.checked_mul(entry)?)?;
+        let kind = u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?);
+        interp |= kind == PT_INTERP;
+    }
+    Some(interp)
+}
+
 /// The word after `flag` in a command line.
 fn word_after<'a>(command: &'a str, flag: &str) -> Option<&'a str> {
     let mut words = command.split_whitespace();
@@ -391,7 +416,17 @@ fn check_command(command: &str) -> Vec<(bool, String)> {
         .and_then(|(_, rest)| rest.split_whitespace().next());
     match binary {
         Some(binary) => match super::hook_config::check_executable(Path::new(binary)) {
-            Ok(()) => lines.push((true, format!("binary {binary} is an executable file"))),
+            Ok(()) => lines.push((
+                true,
+                format!(
+                    "binary {binary} is an executable file{}",
+                    match needs_loader(Path::new(binary)) {
+                        Some(true) => ", dynamically linked (scripts/install-static-hook.sh makes each call some 0.4 to 1 ms faster)",
+                        Some(false) => ", statically linked",
+                        None => "",
+                    }
+                ),
+            )),
             Err(reason) => lines.push((false, format!("binary: {reason}; install again"))),
         },
         None => lines.push((
@@ -467,6 +502,19 @@ fn codex_trust(path: &Path, event: &str, group: usize, handler: usize) -> (bool,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binary_is_told_dynamic_or_static_by_its_interpreter() {
+        // The test binary itself is linked dynamically; a shell script is
+        // no ELF file at all.
+        let me = std::env::current_exe().expect("the test binary");
+        assert_eq!(needs_loader(&me), Some(true));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = dir.path().join("hook");
+        std::fs::write(&script, "#!/bin/sh\n").expect("written");
+        assert_eq!(needs_loader(&script), None);
+        assert_eq!(needs_loader(&dir.path().join("absent")), None);
+    }
     use serde_json::json;
 
     #[test]
