@@ -1879,12 +1879,13 @@ mod tests {
         assert_eq!((report.lines, report.torn_tail), (2, None));
     }
 
-    /// Issue 26: a full journal fails closed. A rule's allow that cannot
-    /// be journaled is delivered as `journal_unavailable` (deny), an ask
-    /// that cannot be kept pending is denied the same way, and once there
-    /// is room again answers flow and are journaled.
-    #[test]
-    fn nothing_is_delivered_or_kept_pending_that_the_journal_cannot_hold() {
+    /// An authority over a fresh journal in its temp dir, `ls *` allowed
+    /// and every other bash line asked, with an interactive `main`.
+    fn journaled_authority() -> (
+        Authority,
+        Arc<super::super::journal::Journal>,
+        tempfile::TempDir,
+    ) {
         let (authority, dir) =
             authority(r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#);
         let cwd = dir.path().to_string_lossy().into_owned();
@@ -1896,6 +1897,16 @@ mod tests {
             .restore(Arc::clone(&journal), false)
             .expect("empty");
         add_interactive_main(&authority, &cwd);
+        (authority, journal, dir)
+    }
+
+    /// Issue 26: a full journal fails closed. A rule's allow that cannot
+    /// be journaled is delivered as `journal_unavailable` (deny), an ask
+    /// that cannot be kept pending is denied the same way, and once there
+    /// is room again answers flow and are journaled.
+    #[test]
+    fn nothing_is_delivered_or_kept_pending_that_the_journal_cannot_hold() {
+        let (authority, journal, _dir) = journaled_authority();
         // Requests bigger than a page, so each needs a new one.
         let long = "x".repeat(9000);
         let ls = format!(r#"{{"surface":"bash","value":"ls {long}"}}"#);
@@ -1928,17 +1939,7 @@ mod tests {
     /// once it is older than that bound, or at a stop.
     #[test]
     fn a_closed_asks_delete_rides_with_the_next_commit() {
-        let (authority, dir) =
-            authority(r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#);
-        let cwd = dir.path().to_string_lossy().into_owned();
-        let state = dir.path().join("state");
-        std::fs::create_dir(&state).expect("state dir");
-        let journal =
-            Arc::new(super::super::journal::Journal::open(&state, false).expect("journal"));
-        authority
-            .restore(Arc::clone(&journal), false)
-            .expect("empty");
-        add_interactive_main(&authority, &cwd);
+        let (authority, journal, _dir) = journaled_authority();
         let ls = br#"{"surface":"bash","value":"ls"}"#;
         let first = authority.submit("main", "r1", ls).expect("ok");
         assert!(authority.response(&first).is_some_and(|r| r.approved));
