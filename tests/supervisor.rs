@@ -149,6 +149,90 @@ fn ask_once(ask: &Path, request: &str) -> Summary {
     ))
 }
 
+/// Writes `request` in two `write`s on `path` (the `ask` file, or a new
+/// `outbox/<name>.request` when a response path is given), signalling
+/// `ready` between them and waiting for `go`; prints the same summary.
+const TWO_WRITES: &str = r#"
+import errno, json, os, sys, time
+path, request, ready, go, response = sys.argv[1:6]
+outcomes, errors = {}, {}
+half = len(request) // 2
+try:
+    if response:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    else:
+        fd = os.open(path, os.O_RDWR)
+    os.write(fd, request[:half].encode())
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    os.write(fd, request[half:].encode())
+    if response:
+        os.close(fd)
+        with open(response) as f:
+            answer = f.read()
+    else:
+        answer = b"".join(iter(lambda: os.read(fd, 65536), b""))
+        os.close(fd)
+    outcome = json.loads(answer).get("outcome", "?")
+    outcomes[outcome] = 1
+except OSError as e:
+    errors[errno.errorcode.get(e.errno, str(e.errno))] = 1
+print(json.dumps({"outcomes": outcomes, "errors": errors}))
+"#;
+
+/// A request written in two writes, the server SIGKILLed between them:
+/// the first part was logged before its write was answered, so the new
+/// server takes the second on the same handle and answers the whole
+/// request, once (on an `ask` exchange and on a request file).
+#[test]
+fn a_request_half_written_when_the_server_dies_is_finished_on_the_next() {
+    let daemon = Daemon::start(CONFIG, None);
+    let session = daemon.session("main");
+    for (path, response) in [
+        (session.join("ask"), String::new()),
+        (
+            session.join("outbox/split.request"),
+            session
+                .join("outbox/split.response")
+                .to_string_lossy()
+                .into_owned(),
+        ),
+    ] {
+        let ready = daemon.dir.path().join("ready");
+        let go = daemon.dir.path().join("go");
+        let _ = std::fs::remove_file(&ready);
+        let _ = std::fs::remove_file(&go);
+        let writer = spawn(
+            TWO_WRITES,
+            &[
+                &path.to_string_lossy(),
+                RULE_ANSWERED,
+                &ready.to_string_lossy(),
+                &go.to_string_lossy(),
+                &response,
+            ],
+        );
+        eventually("the first half is written", || ready.exists());
+        kill_server(&daemon);
+        std::fs::write(&go, "").expect("go");
+        let written = summary(writer);
+        assert!(written.errors.is_empty(), "{path:?}: {:?}", written.errors);
+        assert_eq!(
+            written.outcomes.get("allow"),
+            Some(&1),
+            "{path:?}: {:?}",
+            written.outcomes
+        );
+    }
+    let allowed = daemon
+        .audit_lines()
+        .iter()
+        .filter(|l| l["outcome"] == "allow")
+        .count();
+    assert_eq!(allowed, 2, "each request answered once");
+}
+
 /// Every file the server keeps under `state_dir` (the audit log, the
 /// journal, the drafts log, the epoch, the status file and, under
 /// systemd, the inode key: `must_hold` names some that must be there) is

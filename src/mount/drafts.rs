@@ -226,7 +226,8 @@ pub enum Submit {
 /// process, not the machine (a FUSE connection does not outlive the
 /// machine either), and the page cache keeps it across a `SIGKILL`. Lines
 /// are `<e|r>\t<session>\t<rid>` (`e`: an exchange; names hold no control
-/// characters). When it grows past [`DraftLog::LIMIT`] it is rewritten
+/// characters), `b\t<session>\t<rid>\t<hex>` for a whole request written
+/// on an exchange and `p\t…` for a request so far, written in part. When it grows past [`DraftLog::LIMIT`] it is rewritten
 /// from the drafts open now.
 pub struct DraftLog {
     path: std::path::PathBuf,
@@ -254,6 +255,9 @@ impl DraftLog {
             kept.names
                 .iter()
                 .map(|(e, s, r)| (*e, s.as_str(), r.as_str())),
+            kept.partials
+                .iter()
+                .map(|((s, r), d)| (s.as_str(), r.as_str(), d.as_slice())),
         );
         for ((session, rid), body) in &kept.bodies {
             log.append(&Self::body_line(session, rid, body));
@@ -277,7 +281,7 @@ impl DraftLog {
     ) {
         if self.bytes.load(std::sync::atomic::Ordering::Relaxed) > Self::LIMIT {
             if let Ok(drafts) = drafts.lock() {
-                self.rewrite(drafts.names());
+                self.rewrite(drafts.names(), drafts.partials());
             }
         }
         self.append(&Self::body_line(session, rid, body));
@@ -302,7 +306,13 @@ impl DraftLog {
                 "r" => logged.names.push((false, session, rid)),
                 "b" => {
                     if let Some(body) = parts.next().and_then(|h| hex::decode(h).ok()) {
+                        logged.partials.remove(&(session.clone(), rid.clone()));
                         logged.bodies.insert((session, rid), body);
+                    }
+                }
+                "p" => {
+                    if let Some(data) = parts.next().and_then(|h| hex::decode(h).ok()) {
+                        logged.partials.insert((session, rid), data);
                     }
                 }
                 _ => {}
@@ -315,22 +325,35 @@ impl DraftLog {
         format!("b\t{session}\t{rid}\t{}\n", hex::encode(body))
     }
 
+    fn partial_line(session: &str, rid: &str, data: &[u8]) -> String {
+        format!("p\t{session}\t{rid}\t{}\n", hex::encode(data))
+    }
+
+    /// Notes what a write left of a request not yet whole on `session`'s
+    /// `rid` (all of it, so the last line is the request so far), before
+    /// the write is answered: a server that dies between two writes of
+    /// one request leaves the first part to the next, which takes the
+    /// rest on the same handle (`adopt_stale`). Most requests are one
+    /// write and never come here. `drafts` (locked by the caller) rewrites
+    /// the log when it is due.
+    pub fn partial(&self, session: &str, rid: &str, data: &[u8], drafts: &Drafts) {
+        if self.bytes.load(std::sync::atomic::Ordering::Relaxed) > Self::LIMIT {
+            self.rewrite(drafts.names(), drafts.partials());
+        }
+        self.append(&Self::partial_line(session, rid, data));
+    }
+
     fn line(exchange: bool, session: &str, rid: &str) -> String {
         format!("{}\t{session}\t{rid}\n", if exchange { 'e' } else { 'r' })
     }
 
-    /// Notes `session`'s new outbox name `rid`; `open` lists the drafts
-    /// open now, for a rewrite when the log is past its bound.
-    pub fn created<'a>(
-        &self,
-        exchange: bool,
-        session: &str,
-        rid: &str,
-        open: impl Iterator<Item = (bool, &'a str, &'a str)>,
-    ) {
+    /// Notes `session`'s new outbox name `rid`; `open` (locked by the
+    /// caller) is the drafts open now, for a rewrite when the log is past
+    /// its bound.
+    pub fn created(&self, exchange: bool, session: &str, rid: &str, open: &Drafts) {
         use std::sync::atomic::Ordering;
         if self.bytes.load(Ordering::Relaxed) > Self::LIMIT {
-            self.rewrite(open);
+            self.rewrite(open.names(), open.partials());
         }
         self.append(&Self::line(exchange, session, rid));
     }
@@ -350,10 +373,15 @@ impl DraftLog {
     }
 
     /// Replaces the log with `names` (written aside, then renamed over).
-    fn rewrite<'a>(&self, names: impl Iterator<Item = (bool, &'a str, &'a str)>) {
+    fn rewrite<'a>(
+        &self,
+        names: impl Iterator<Item = (bool, &'a str, &'a str)>,
+        partials: impl Iterator<Item = (&'a str, &'a str, &'a [u8])>,
+    ) {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let text: String = names.map(|(e, s, r)| Self::line(e, s, r)).collect();
+        let mut text: String = names.map(|(e, s, r)| Self::line(e, s, r)).collect();
+        text.extend(partials.map(|(s, r, d)| Self::partial_line(s, r, d)));
         let aside = self.path.with_extension("log.new");
         let written = std::fs::OpenOptions::new()
             .write(true)
@@ -387,9 +415,20 @@ pub struct Logged {
     pub names: Vec<(bool, String, String)>,
     /// Requests written on exchanges, by (session, rid).
     pub bodies: HashMap<(String, String), Vec<u8>>,
+    /// Requests written in part (request files and exchanges), by
+    /// (session, rid): the bytes every answered `write` had put there.
+    pub partials: HashMap<(String, String), Vec<u8>>,
 }
 
 impl Drafts {
+    /// The requests written in part on the drafts open now.
+    pub fn partials(&self) -> impl Iterator<Item = (&str, &str, &[u8])> {
+        self.by_handle
+            .values()
+            .filter(|d| !d.submitted && !d.data.is_empty())
+            .map(|d| (d.session.as_str(), d.rid.as_str(), d.data.as_slice()))
+    }
+
     /// The drafts open now, as the drafts log lists them.
     pub fn names(&self) -> impl Iterator<Item = (bool, &str, &str)> {
         self.by_handle
@@ -401,7 +440,40 @@ impl Drafts {
 
 #[cfg(test)]
 mod tests {
-    use super::Written;
+    use super::{Draft, DraftLog, Drafts, Logged, Written};
+
+    /// The last part logged of a request is what comes back; a whole
+    /// request logged later supersedes it; and a rewrite keeps the parts
+    /// of the drafts still open.
+    #[test]
+    fn parts_of_requests_come_back_and_a_whole_one_supersedes_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = DraftLog::start(dir.path(), &Logged::default());
+        let mut drafts = Drafts::default();
+        log.partial("main", "a", b"{\"surf", &drafts);
+        log.partial("main", "a", b"{\"surface\":", &drafts);
+        log.partial("main", "b", b"{", &drafts);
+        log.append(&DraftLog::body_line("main", "b", b"{}"));
+        let read = DraftLog::read(dir.path());
+        let key = |rid: &str| ("main".to_string(), rid.to_string());
+        assert_eq!(
+            read.partials.get(&key("a")),
+            Some(&b"{\"surface\":".to_vec())
+        );
+        assert_eq!(read.partials.get(&key("b")), None, "b was whole at last");
+        assert_eq!(read.bodies.get(&key("b")), Some(&b"{}".to_vec()));
+        let mut open = Draft::new("main", "c", true);
+        open.data = b"{\"x".to_vec();
+        drafts.insert(7, open);
+        log.rewrite(drafts.names(), drafts.partials());
+        let read = DraftLog::read(dir.path());
+        assert_eq!(read.partials.len(), 1);
+        assert_eq!(read.partials.get(&key("c")), Some(&b"{\"x".to_vec()));
+        assert_eq!(
+            read.names,
+            vec![(true, "main".to_string(), "c".to_string())]
+        );
+    }
 
     #[test]
     fn a_request_is_whole_once_its_object_closes() {

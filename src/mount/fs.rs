@@ -117,6 +117,9 @@ pub struct PermFs {
     /// Requests a previous server's exchanges had written and not raised
     /// (from its drafts log), by (session, rid), for `adopt_stale`.
     recovered: Mutex<HashMap<(String, String), Vec<u8>>>,
+    /// Requests a previous server logged in part (`drafts.log`), for the
+    /// handle whose next write continues one.
+    recovered_partials: Mutex<HashMap<(String, String), Vec<u8>>>,
     inodes: Arc<Inodes>,
     uid: u32,
     gid: u32,
@@ -265,6 +268,7 @@ impl PermFs {
             views: std::sync::OnceLock::new(),
             draft_log: std::sync::OnceLock::new(),
             recovered: Mutex::new(HashMap::new()),
+            recovered_partials: Mutex::new(HashMap::new()),
         }
     }
 
@@ -325,7 +329,14 @@ impl PermFs {
 
     /// Requests a previous server's exchanges had written and not raised
     /// (its drafts log): a handle of theirs is taken over with its request.
-    pub fn recover_requests(&self, bodies: HashMap<(String, String), Vec<u8>>) {
+    pub fn recover_requests(
+        &self,
+        bodies: HashMap<(String, String), Vec<u8>>,
+        partials: HashMap<(String, String), Vec<u8>>,
+    ) {
+        if let Ok(mut recovered) = self.recovered_partials.lock() {
+            recovered.extend(partials);
+        }
         if let Ok(mut recovered) = self.recovered.lock() {
             recovered.extend(bodies);
         }
@@ -823,7 +834,7 @@ impl Filesystem for PermFs {
         if let Ok(mut drafts) = self.drafts.lock() {
             drafts.insert(fh, Draft::new(&session, rid, exchange));
             if let Some(log) = self.draft_log.get() {
-                log.created(exchange, &session, rid, drafts.names());
+                log.created(exchange, &session, rid, &drafts);
             }
         }
         if exchange {
@@ -1094,6 +1105,13 @@ impl Filesystem for PermFs {
                             let request_len = Some(request.len() as u64);
                             let parsed = self.authority.read_request(&request);
                             return self.raise_written(fh.0, &session, &rid, parsed, request_len);
+                        }
+                        if !draft.oversized {
+                            if let Some(log) = self.draft_log.get() {
+                                let (session, rid, data) =
+                                    (draft.session.clone(), draft.rid.clone(), draft.data.clone());
+                                log.partial(&session, &rid, &data, &drafts);
+                            }
                         }
                         Ok(())
                     }

@@ -392,12 +392,17 @@ pub fn serve(
             .into_iter()
             .filter(|((session, rid), _)| !authority.outbox_contains(session, rid))
             .collect();
+        prior_drafts.partials = logged
+            .partials
+            .into_iter()
+            .filter(|((session, rid), _)| !authority.outbox_contains(session, rid))
+            .collect();
     }
     let _ = filesystem
         .draft_log
         .set(drafts::DraftLog::start(&state_dir, &prior_drafts));
     if hello.takeover {
-        filesystem.recover_requests(prior_drafts.bodies.clone());
+        filesystem.recover_requests(prior_drafts.bodies.clone(), prior_drafts.partials.clone());
         let adopted = filesystem.adopt_prior_nodes(&prior_drafts.names);
         tracing::info!(
             adopted,

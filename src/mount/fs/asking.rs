@@ -141,6 +141,8 @@ impl PermFs {
     ///   waits for the answer, and a close withdraws the ask as before;
     /// - it did not, but its request was written (the drafts log has it):
     ///   the handle is the exchange it was, its request not yet raised;
+    /// - it did not, and this is a write that continues a request the
+    ///   drafts log has in part: the draft goes on from that part;
     /// - it did not, and this is a write from offset 0 (the kernel
     ///   re-sending the write the old server had read but not answered): a
     ///   fresh draft takes the write;
@@ -197,6 +199,26 @@ impl PermFs {
             draft.data = body;
             drafts.insert(fh, draft);
             tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its logged request");
+            return Adopted::Draft;
+        }
+        // Its request was written in part: the write that continues it
+        // (or re-sends a part the old server logged and did not answer)
+        // goes on where the logged part ends.
+        let partial = self
+            .recovered_partials
+            .lock()
+            .ok()
+            .and_then(|mut r| match write_at {
+                Some(at) if r.get(&(session.clone(), rid.clone()))?.len() as u64 >= at => {
+                    r.remove(&(session.clone(), rid.clone()))
+                }
+                _ => None,
+            });
+        if let Some(data) = partial {
+            let mut draft = Draft::new(&session, &rid, exchange);
+            draft.data = data;
+            drafts.insert(fh, draft);
+            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its request in part");
             return Adopted::Draft;
         }
         if write_at == Some(0) {
