@@ -29,6 +29,10 @@ if [ ! -x "$dest/permfs" ]; then
   echo "install-static-hook: no permfs in $dest: install it first (cargo install --locked --path .), or name its directory" >&2
   exit 1
 fi
+if ! command -v readelf >/dev/null 2>&1; then
+  echo "install-static-hook: readelf is missing (the binutils package): it checks the result is static" >&2
+  exit 1
+fi
 cargo rustc --locked --release --quiet --bin permfs-hook -- -C target-feature=+crt-static
 built=target/release/permfs-hook
 # A static-pie has no interpreter: refuse anything else rather than
