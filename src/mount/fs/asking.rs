@@ -187,38 +187,29 @@ impl PermFs {
             tracing::debug!(fh, %session, %rid, "a previous server's handle taken over: its ask is in");
             return Adopted::Asked;
         }
-        // Its request was written and logged, not raised: it goes in at
-        // the read, as the exchange it was.
-        let recovered = self
+        // What the drafts log kept of its request: written whole on an
+        // exchange and not raised (it goes in at the read, as the
+        // exchange it was), or written in part, for the write that
+        // continues it (or re-sends a part the old server logged and did
+        // not answer), which goes on where the logged part ends.
+        let key = (session.clone(), rid.clone());
+        let whole = self
             .recovered
             .lock()
             .ok()
-            .and_then(|mut r| r.remove(&(session.clone(), rid.clone())));
-        if let Some(body) = recovered.filter(|_| exchange) {
-            let mut draft = Draft::new(&session, &rid, true);
-            draft.data = body;
-            drafts.insert(fh, draft);
-            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its logged request");
-            return Adopted::Draft;
-        }
-        // Its request was written in part: the write that continues it
-        // (or re-sends a part the old server logged and did not answer)
-        // goes on where the logged part ends.
-        let partial = self
-            .recovered_partials
-            .lock()
-            .ok()
-            .and_then(|mut r| match write_at {
-                Some(at) if r.get(&(session.clone(), rid.clone()))?.len() as u64 >= at => {
-                    r.remove(&(session.clone(), rid.clone()))
-                }
-                _ => None,
-            });
-        if let Some(data) = partial {
+            .and_then(|mut r| r.remove(&key))
+            .filter(|_| exchange);
+        let logged = whole.or_else(|| {
+            let at = write_at?;
+            let mut partials = self.recovered_partials.lock().ok()?;
+            let continued = partials.get(&key)?.len() as u64 >= at;
+            continued.then(|| partials.remove(&key)).flatten()
+        });
+        if let Some(data) = logged {
             let mut draft = Draft::new(&session, &rid, exchange);
             draft.data = data;
             drafts.insert(fh, draft);
-            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its request in part");
+            tracing::debug!(fh, %session, %rid, "a previous server's handle taken over with its logged request");
             return Adopted::Draft;
         }
         if write_at == Some(0) {
