@@ -112,24 +112,6 @@ fn sandboxed_stat_loop(daemon: &Daemon, session: &Path, stop: &str) -> Child {
         .expect("unshare runs")
 }
 
-/// SIGKILLs the server and waits until another serves; its pid.
-fn kill_server(daemon: &Daemon) -> u32 {
-    let old = daemon.server_pid();
-    // SAFETY: signalling the server of the daemon this test started.
-    unsafe { libc::kill(old as i32, libc::SIGKILL) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let status = daemon.status();
-        if let Some(new) = status["server"]["pid"].as_u64() {
-            if new != u64::from(old) {
-                return new as u32;
-            }
-        }
-        assert!(Instant::now() < deadline, "no new server: {status}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// The blocked reader `waiting` ended with one `allow` and no error.
 fn assert_allowed_once(waiting: Child) {
     let waited = summary(waiting);
@@ -214,7 +196,7 @@ fn a_request_half_written_when_the_server_dies_is_finished_on_the_next() {
             ],
         );
         eventually("the first half is written", || ready.exists());
-        kill_server(&daemon);
+        daemon.kill_server();
         std::fs::write(&go, "").expect("go");
         assert_allowed_once(writer);
     }
@@ -347,7 +329,7 @@ fn a_killed_server_is_replaced_under_waiting_readers() {
         daemon.inbox("main").len() == 1
     });
     let first = daemon.server_pid();
-    let second = kill_server(&daemon);
+    let second = daemon.kill_server();
     assert_ne!(first, second);
     assert!(
         !Path::new(&format!("/proc/{first}")).exists(),
@@ -408,7 +390,7 @@ fn twenty_sigkills_and_the_stat_loop_sees_no_error() {
     );
     let mut servers = vec![daemon.server_pid()];
     for _ in 0..20 {
-        servers.push(kill_server(&daemon));
+        servers.push(daemon.kill_server());
         std::thread::sleep(Duration::from_millis(50));
     }
     let ruled = ask_once(&ask, RULE_ANSWERED);
@@ -522,7 +504,7 @@ print("{}")
     eventually("the leased child exists", || {
         daemon.children("main").contains(&"leased".to_string())
     });
-    kill_server(&daemon);
+    daemon.kill_server();
     // The new server restored it and kept it: its holder is alive.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -651,7 +633,7 @@ fn soak_sixteen_askers_twenty_sigkills_no_ask_lost_or_answered_twice() {
     let mut servers = vec![daemon.server_pid()];
     for _ in 0..kills {
         std::thread::sleep(Duration::from_millis(150));
-        servers.push(kill_server(&daemon));
+        servers.push(daemon.kill_server());
     }
     // Asking goes on until at least `min_asks` are answered in all.
     let answered = || {

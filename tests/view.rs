@@ -40,7 +40,12 @@ fn root_and_bwrap() -> bool {
 /// A daemon whose main cwd holds `.env`, `notes.secret`, `a.txt`,
 /// `x.ask` and the C probe.
 fn daemon(config: &str) -> Daemon {
-    let daemon = Daemon::start(config, None);
+    daemon_with_env(config, &[])
+}
+
+/// [`daemon`] with `env` in the daemon's environment.
+fn daemon_with_env(config: &str, env: &[(&str, &str)]) -> Daemon {
+    let daemon = Daemon::start_with_env(config, env);
     let work = work(&daemon);
     std::fs::write(work.join(".env"), "SECRET=1\n").expect(".env");
     std::fs::write(work.join("notes.secret"), "s\n").expect("secret");
@@ -500,4 +505,137 @@ fn a_sandboxed_child_cannot_have_a_view_made() {
         .filter(|e| common::is_mounted(&e.path()))
         .count();
     assert_eq!(mounted, 0, "no view is left mounted");
+}
+
+/// The server dies (SIGKILL) three times and is upgraded once while a
+/// program in the sandbox reads, writes, lists, renames and holds a file
+/// open in the view, and dies once while an open waits for a person: the
+/// view is served again on the same connection each time, the program
+/// sees no error (the held file and new opens of it share the backing the
+/// dead server registered), the waiting open
+/// keeps its one ask (no second one is raised when the kernel re-sends
+/// it), and the person's answer reaches it.
+#[test]
+fn the_view_outlives_its_server_and_a_waiting_open_keeps_its_ask() {
+    outlives_its_server(&[]);
+}
+
+/// The same where the kernel's passthrough is not used: the file held
+/// open is read through the daemon, and the next server opens it again
+/// from its node (its open was judged by the server that died).
+#[test]
+fn without_passthrough_the_view_outlives_its_server_too() {
+    outlives_its_server(&[("PERMFS_VIEW_NO_PASSTHROUGH", "1")]);
+}
+
+fn outlives_its_server(env: &[(&str, &str)]) {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon_with_env(CONFIG, env);
+    let work = work(&daemon);
+    let marker = work.join("step");
+    let script = r#"
+      step() { while [ "$(cat step 2>/dev/null)" != "$1" ]; do sleep 0.02; done; }
+      exec 3<a.txt
+      exec 4>>held.out
+      echo before >&4
+      mkdir -p d
+      errors=0; n=0
+      step 1
+      while [ "$(cat step 2>/dev/null)" = 1 ]; do
+        n=$((n+1))
+        [ "$(cat a.txt)" = hello ] || { errors=$((errors+1)); echo "read failed at $n" >&2; }
+        ls d >/dev/null || { errors=$((errors+1)); echo "ls failed at $n" >&2; }
+        echo $n > d/out.$((n % 5)) || { errors=$((errors+1)); echo "write failed at $n" >&2; }
+        [ "$(cat d/out.$((n % 5)))" = $n ] || { errors=$((errors+1)); echo "read back failed at $n" >&2; }
+        mv d/out.$((n % 5)) d/moved && mv d/moved d/out.$((n % 5)) || { errors=$((errors+1)); echo "rename failed at $n" >&2; }
+        python3 -c 'open("a.txt").read()' || { errors=$((errors+1)); echo "python failed at $n" >&2; }
+      done
+      echo loops=$n
+      echo errors=$errors
+      echo held=$(cat <&3)
+      echo after >&4 && echo wrote=1
+      echo denied=$(cat .env 2>/dev/null || echo refused)
+      step 3
+      echo "asked=$(cat x.ask 2>/dev/null || echo refused)"
+      echo done=1
+    "#;
+    let child = permfs_run(&daemon, &[])
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    let mut running = Running(child);
+    let step = |n: u32| std::fs::write(&marker, n.to_string()).expect("step");
+    eventually("the sandbox's view is mounted", || {
+        std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| m.contains("permfs-view"))
+    });
+
+    step(1);
+    let mut servers = vec![daemon.server_pid()];
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(600));
+        servers.push(daemon.kill_server());
+    }
+    // An upgrade hands the views over the same way.
+    std::thread::sleep(Duration::from_millis(600));
+    let upgrade = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .args(["mount", "--upgrade"])
+        .arg(&daemon.mountpoint)
+        .arg("--state-dir")
+        .arg(&daemon.state_dir)
+        .output()
+        .expect("permfs mount --upgrade runs");
+    assert!(upgrade.status.success(), "{upgrade:?}");
+    servers.push(daemon.server_pid());
+    std::thread::sleep(Duration::from_millis(600));
+    step(2);
+
+    // An open waiting for a person when the server dies.
+    step(3);
+    let (id, text) = next_ask(&daemon);
+    assert!(text.contains("x.ask"), "{text}");
+    servers.push(daemon.kill_server());
+    // The re-sent open finds its ask: still one, the same.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        daemon.inbox("main"),
+        vec![id.clone()],
+        "the ask survives the restart, and only it"
+    );
+    answer(&daemon, &id, "allow");
+
+    let (status, out) = running.finish();
+    assert!(status.success(), "{out}");
+    let loops: u32 = field(&out, "loops")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(loops > 3, "the program ran throughout: {out}");
+    assert_eq!(
+        field(&out, "errors").as_deref(),
+        Some("0"),
+        "no call failed across {} servers: {out}",
+        servers.len()
+    );
+    assert_eq!(field(&out, "held").as_deref(), Some("hello"), "{out}");
+    assert_eq!(field(&out, "wrote").as_deref(), Some("1"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("held.out"))
+            .ok()
+            .as_deref(),
+        Some("before\nafter\n"),
+        "a file held open for writing across the restarts"
+    );
+    assert_eq!(field(&out, "denied").as_deref(), Some("refused"), "{out}");
+    assert_eq!(field(&out, "asked").as_deref(), Some("asked"), "{out}");
+    let answers = daemon
+        .audit_lines()
+        .into_iter()
+        .filter(|l| l["askId"].as_str() == Some(id.as_str()))
+        .count();
+    assert_eq!(answers, 1, "the ask is answered once");
+    // A new server every time: four kills and an upgrade, six servers.
+    servers.dedup();
+    assert_eq!(servers.len(), 6, "{servers:?}");
 }

@@ -7,6 +7,7 @@ mod drafts;
 pub mod fdstore;
 pub mod fs;
 pub mod fusermount;
+pub mod keeper;
 pub mod nodes;
 pub mod parking;
 pub mod supervisor;
@@ -281,10 +282,13 @@ pub fn serve(
     // Ready: the config is good. What follows touches the state dir (the
     // epoch, the audit chain), which the previous server, during an
     // upgrade, still owns until the supervisor says `go`.
-    if let Err(error) = control.ready_and_wait_for_go() {
-        eprintln!("permfs serve: the supervisor did not say go: {error}");
-        return 2;
-    }
+    let kept_views = match control.ready_and_wait_for_go() {
+        Ok(kept_views) => kept_views,
+        Err(error) => {
+            eprintln!("permfs serve: the supervisor did not say go: {error}");
+            return 2;
+        }
+    };
     // Ids must never repeat across lifetimes (`session/epoch.rs`): the
     // epoch is claimed, durably, before anything can be asked.
     let epoch = match crate::session::epoch::claim_next(&state_dir) {
@@ -368,6 +372,13 @@ pub fn serve(
         owner,
         options.allow_other,
     ));
+    if let Some(keeper) = hello.keeper {
+        views.set_keeper(keeper);
+    }
+    // Views the previous server served, their connections kept by the
+    // supervisor: served again before anything else, so an open the dead
+    // server had read is re-sent here.
+    views.adopt(kept_views);
     let _ = filesystem.views.set(Arc::clone(&views));
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));

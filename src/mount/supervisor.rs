@@ -54,6 +54,9 @@ pub struct Hello {
     /// Whether a server served this connection before (no `INIT` will
     /// come; requests in flight are to be re-sent).
     pub takeover: bool,
+    /// The socket that hands views' descriptors to the supervisor and
+    /// back (`keeper.rs`); `None` from a supervisor that keeps no views.
+    pub keeper: Option<super::keeper::Keeper>,
 }
 
 /// The server's end of the control socket.
@@ -111,20 +114,32 @@ impl Control {
             Some("1") => true,
             _ => return Err(invalid()),
         };
+        let keeper = match words.next() {
+            None => None,
+            Some(fd) => {
+                let fd: RawFd = fd.parse().map_err(|_| invalid())?;
+                Some(super::keeper::Keeper::from_fd(fd)?)
+            }
+        };
         Ok(Hello {
             key: InodeKey(key),
             takeover,
+            keeper,
         })
     }
 
-    /// Says `ready` and waits for `go`.
-    pub fn ready_and_wait_for_go(&mut self) -> std::io::Result<()> {
+    /// Says `ready` and waits for `go [N]`: N views the supervisor kept
+    /// are waiting on the keeper socket (`Keeper::take`).
+    pub fn ready_and_wait_for_go(&mut self) -> std::io::Result<usize> {
         self.say("ready")?;
-        match self.line()?.as_str() {
-            "go" => Ok(()),
-            other => Err(std::io::Error::new(
+        let line = self.line()?;
+        let mut words = line.split(' ');
+        match (words.next(), words.next().map(str::parse::<usize>)) {
+            (Some("go"), None) => Ok(0),
+            (Some("go"), Some(Ok(views))) => Ok(views),
+            _ => Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
-                format!("expected go, got {other:?}"),
+                format!("expected go, got {line:?}"),
             )),
         }
     }
@@ -222,6 +237,8 @@ fn absolute(path: &Path) -> PathBuf {
 struct Server {
     child: Child,
     control: BufReader<UnixStream>,
+    /// The supervisor's end of the server's keeper socket.
+    keeper: OwnedFd,
     /// Start time, for the status file (seconds since the epoch).
     started: u64,
     since: Instant,
@@ -289,10 +306,11 @@ impl Server {
         unsafe { libc::kill(self.pid(), signal) };
     }
 
-    /// SIGKILL and reap.
-    fn kill(mut self) {
+    /// SIGKILL and reap; the keeper socket, for what it said before.
+    fn kill(mut self) -> OwnedFd {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.keeper
     }
 }
 
@@ -311,6 +329,16 @@ struct Supervisor {
     initialized: bool,
     /// SIGINT and SIGTERM (blocked), to notice a stop while restarting.
     stops: libc::sigset_t,
+    /// The enforcement views' connections, held for the next server.
+    views: Vec<KeptView>,
+}
+
+/// A view's connection the supervisor holds (`keeper.rs`).
+struct KeptView {
+    key: String,
+    definition: String,
+    mountpoint: Option<PathBuf>,
+    fd: OwnedFd,
 }
 
 /// Waits up to `wait` for SIGINT or SIGTERM (blocked in `stops`).
@@ -329,8 +357,11 @@ impl Supervisor {
     fn spawn(&self) -> Result<Server, String> {
         let (ours, theirs) =
             UnixStream::pair().map_err(|e| format!("cannot make a control socket: {e}"))?;
+        let (keeper, their_keeper) =
+            super::keeper::pair().map_err(|e| format!("cannot make a keeper socket: {e}"))?;
         let fuse_fd = self.fuse.as_raw_fd();
         let control_fd = theirs.as_raw_fd();
+        let keeper_fd = their_keeper.as_raw_fd();
         let mut command = Command::new(&self.binary);
         command
             .arg("serve")
@@ -360,7 +391,7 @@ impl Supervisor {
             command.pre_exec(move || {
                 // The two descriptors survive exec (both are close-on-exec
                 // in the supervisor, so no other child gets them).
-                for fd in [fuse_fd, control_fd] {
+                for fd in [fuse_fd, control_fd, keeper_fd] {
                     if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -383,14 +414,16 @@ impl Supervisor {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
         drop(theirs);
+        drop(their_keeper);
         let mut server = Server {
             child,
             control: BufReader::new(ours),
+            keeper,
             started: unix_now(),
             since: Instant::now(),
         };
         let hello = format!(
-            "hello {} {}",
+            "hello {} {} {keeper_fd}",
             hex::encode(self.key.0),
             u8::from(self.initialized)
         );
@@ -399,12 +432,56 @@ impl Supervisor {
         Ok(server)
     }
 
-    /// Tells a ready server to serve, and waits until it does.
+    /// Tells a ready server to serve, and waits until it does: the views
+    /// held are handed to it first (`keep` messages on its keeper socket,
+    /// counted in `go N`).
     fn go(&mut self, server: &mut Server) -> Result<(), String> {
-        server.say("go")?;
+        let mut handed = 0;
+        for view in &self.views {
+            match super::keeper::send_keep(&server.keeper, &view.definition, &view.fd) {
+                Ok(()) => handed += 1,
+                Err(error) => {
+                    return Err(format!(
+                        "cannot hand view {} to the server: {error}",
+                        view.key
+                    ))
+                }
+            }
+        }
+        server.say(&format!("go {handed}"))?;
         server.expect("serving")?;
         self.initialized = true;
         Ok(())
+    }
+
+    /// Takes what `server` said of its views: connections to keep, views
+    /// that ended.
+    fn collect_views(&mut self, keeper: &OwnedFd) {
+        for message in super::keeper::drain(keeper) {
+            match message {
+                super::keeper::Kept::Keep { definition, fd } => {
+                    let parsed: serde_json::Value =
+                        serde_json::from_str(&definition).unwrap_or_default();
+                    let Some(key) = parsed["key"].as_str().map(str::to_string) else {
+                        tracing::warn!(%definition, "a view without a key is not kept");
+                        continue;
+                    };
+                    let mountpoint = parsed["mountpoint"].as_str().map(PathBuf::from);
+                    self.views.retain(|v| v.key != key);
+                    tracing::debug!(%key, "keeping a view's connection");
+                    self.views.push(KeptView {
+                        key,
+                        definition,
+                        mountpoint,
+                        fd,
+                    });
+                }
+                super::keeper::Kept::Drop { key } => {
+                    tracing::debug!(%key, "a view ended: its connection is let go");
+                    self.views.retain(|v| v.key != key);
+                }
+            }
+        }
     }
 
     /// A server that serves, started after `previous` died (or at first).
@@ -465,7 +542,9 @@ impl Supervisor {
                 return Ok(old);
             }
         };
-        old.kill();
+        // Views the old server made until it died are handed over too.
+        let old_keeper = old.kill();
+        self.collect_views(&old_keeper);
         match self.go(&mut new) {
             Ok(()) => {
                 self.upgrades += 1;
@@ -650,6 +729,7 @@ pub fn run(options: MountOptions) -> i32 {
         restarts: 0,
         upgrades: 0,
         initialized: false,
+        views: Vec::new(),
     };
     supervise(supervisor)
 }
@@ -685,6 +765,7 @@ fn resume_stored(
         restarts: 0,
         upgrades: 0,
         initialized: true,
+        views: Vec::new(),
     })
 }
 
@@ -728,6 +809,9 @@ fn supervise(mut supervisor: Supervisor) -> i32 {
     let stop_signal = loop {
         // SAFETY: `signals` is blocked in this (single) thread.
         let signal = unsafe { libc::sigtimedwait(&signals, std::ptr::null_mut(), &tick) };
+        // Views made or ended since the last tick (a view sent just before
+        // the server died is read here too: the message outlives it).
+        supervisor.collect_views(&server.keeper);
         match signal {
             libc::SIGINT | libc::SIGTERM => break signal,
             libc::SIGHUP => server.signal(libc::SIGHUP),
@@ -755,6 +839,8 @@ fn supervise(mut supervisor: Supervisor) -> i32 {
             let _ = std::fs::remove_file(status_path(&supervisor.state_dir, &mountpoint));
             return 0;
         }
+        // What it said of its views up to its death.
+        supervisor.collect_views(&server.keeper);
         let served_for = server.since.elapsed();
         tracing::error!(%exited, pid = server.child.id(), "the server died; starting another on the same mount");
         if served_for < STABLE_AFTER {
@@ -777,27 +863,38 @@ fn supervise(mut supervisor: Supervisor) -> i32 {
 impl Supervisor {
     /// Stops `server` (which keeps its pending asks in the journal, or
     /// answers them without one), unmounts; the exit code.
-    fn stop(self, server: Option<Server>, signal: i32) -> i32 {
+    fn stop(mut self, server: Option<Server>, signal: i32) -> i32 {
         tracing::info!(signal, "stopping: the server, then the mount");
         if let Some(mut server) = server {
             server.signal(libc::SIGTERM);
             let deadline = Instant::now() + STOP_TIMEOUT;
-            loop {
+            let keeper = loop {
                 match server.child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
+                    Ok(Some(_)) | Err(_) => break server.keeper,
                     Ok(None) if Instant::now() > deadline => {
                         tracing::warn!("the server did not stop in time; killing it");
-                        server.kill();
-                        break;
+                        break server.kill();
                     }
                     Ok(None) => std::thread::sleep(Duration::from_millis(20)),
                 }
-            }
+            };
+            // The views it ended as it stopped, and any it made meanwhile.
+            self.collect_views(&keeper);
         }
         let status = status_path(&self.state_dir, &self.mountpoint);
         let _ = std::fs::remove_file(super::fdstore::key_path(&status));
         let _ = std::fs::remove_file(status);
         super::fdstore::remove();
+        // Views the server did not end itself (it was killed, or died):
+        // detached, their connections let go.
+        for view in self.views {
+            if let Some(mountpoint) = &view.mountpoint {
+                if let Err(error) = fusermount::unmount_lazily(mountpoint) {
+                    tracing::warn!(%error, mountpoint = %mountpoint.display(), "a view could not be detached");
+                }
+            }
+            drop(view.fd);
+        }
         drop(self.fuse);
         // SAFETY: getuid cannot fail.
         unmount(&self.mountpoint, unsafe { libc::getuid() })

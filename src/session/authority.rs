@@ -1123,6 +1123,11 @@ impl Authority {
         lock(&self.state).epoch = epoch;
     }
 
+    /// This daemon's lifetime number (see [`Self::set_epoch`]).
+    pub fn epoch(&self) -> u64 {
+        lock(&self.state).epoch
+    }
+
     pub fn set_audit(&self, log: Arc<super::audit::AuditLog>) {
         lock(&self.state).audit = Some(log);
     }

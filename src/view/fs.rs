@@ -8,7 +8,7 @@
 use super::nodes::{is_plain_name, path_text, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
-use crate::session::ask::{Outcome, Response};
+use crate::session::ask::{AskId, Outcome, Response};
 use crate::session::opens::{generation, Access, PathVerdict};
 use crate::session::Authority;
 use fuser::{
@@ -60,7 +60,12 @@ pub(super) struct Inner {
     /// (the kernel refuses a second one), with the handles using it.
     backings: Mutex<HashMap<u64, Backing>>,
     next_fh: AtomicU64,
-    next_rid: AtomicU64,
+    /// This server's first handle: one below it was given by a server
+    /// before this one (the view outlived it, `docs/restart.md`).
+    first_fh: u64,
+    /// Names this view's asks apart from another view's of the same
+    /// session (`open-<tag>-<request>`), the same across restarts.
+    tag: String,
     /// The kernel took FUSE passthrough at init.
     pub passthrough: AtomicBool,
     /// Said once: passthrough was refused and I/O goes through the daemon.
@@ -76,12 +81,26 @@ pub struct ViewFs {
     pub(super) inner: Arc<Inner>,
 }
 
+/// The bit the kernel sets in a request's number when it re-sends it to
+/// a new server (`FUSE_UNIQUE_RESEND`, Linux >= 6.9).
+const RESENT: u64 = 1 << 63;
+
+/// What a view is called and numbered by, the same for every server that
+/// serves it.
+pub struct Identity {
+    /// See [`Inner::tag`].
+    pub tag: String,
+    /// This server's first file handle (its epoch's, like the mount's).
+    pub first_fh: u64,
+}
+
 impl ViewFs {
     pub fn new(
         authority: Arc<Authority>,
         session: String,
         root: PathBuf,
         root_dir: OwnedFd,
+        identity: Identity,
     ) -> std::io::Result<Self> {
         let st = sys::stat_fd(root_dir.as_raw_fd())?;
         // SAFETY: geteuid cannot fail.
@@ -94,14 +113,82 @@ impl ViewFs {
                 verdicts: Mutex::new(Verdicts::default()),
                 files: Mutex::new(HashMap::new()),
                 backings: Mutex::new(HashMap::new()),
-                next_fh: AtomicU64::new(1),
-                next_rid: AtomicU64::new(1),
+                next_fh: AtomicU64::new(identity.first_fh.max(1)),
+                first_fh: identity.first_fh.max(1),
+                tag: identity.tag,
                 passthrough: AtomicBool::new(false),
                 told_fallback: AtomicBool::new(false),
                 asking: Mutex::new(HashMap::new()),
                 give_to_caller: euid == 0,
             }),
         })
+    }
+}
+
+impl ViewFs {
+    /// Logs the node table from now on (`nodelog.rs`).
+    pub fn set_log(&self, log: super::nodelog::NodeLog) {
+        self.inner.nodes().set_log(log);
+    }
+
+    /// Takes over the table a previous server logged, each name found
+    /// again on disk, and the passthrough its `INIT` settled (no `INIT`
+    /// comes to a server that takes a connection over).
+    pub fn restore(&self, logged: &super::nodelog::Replayed, passthrough: bool) {
+        {
+            let mut backings = self
+                .inner
+                .backings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for (ino, (raw, file)) in &logged.backings {
+                backings.insert(
+                    *ino,
+                    Backing {
+                        id: Held::Adopted,
+                        raw: *raw,
+                        users: 1,
+                        file: *file,
+                    },
+                );
+            }
+        }
+        self.inner.nodes().restore(&logged.nodes, |dir, name| {
+            let st = sys::stat_at(dir.as_raw_fd(), name).ok()?;
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let dir_fd = if is_dir {
+                Some(
+                    sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
+                        .ok()?,
+                )
+            } else {
+                None
+            };
+            Some(((st.st_dev, st.st_ino), dir_fd))
+        });
+        self.inner.passthrough.store(passthrough, Ordering::Relaxed);
+    }
+
+    /// The table as it stands, for a fresh log.
+    pub fn logged(&self) -> super::nodelog::Replayed {
+        let mut logged = self.inner.nodes().logged();
+        let backings = self
+            .inner
+            .backings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        logged.backings = backings
+            .iter()
+            .map(|(ino, b)| (*ino, (b.raw, b.file)))
+            .collect();
+        logged
+    }
+
+    /// Whether the kernel took passthrough at `INIT`: asked once the
+    /// session is made (the filesystem has moved into it by then).
+    pub fn passthrough_probe(&self) -> impl Fn() -> bool + use<> {
+        let inner = Arc::clone(&self.inner);
+        move || inner.passthrough.load(Ordering::Relaxed)
     }
 }
 
@@ -168,10 +255,37 @@ fn open_accesses(flags: i32) -> Vec<Access> {
 /// next open of the same file needs neither an `openat` nor a
 /// registration. `file` is the backing file's `(dev, ino)`: a name that
 /// now holds another file is opened afresh.
+///
+/// A backing the previous server registered (the view outlived it) is
+/// `Adopted`: its id is still open in the kernel, and handles that server
+/// gave may still use it, so new opens of the node get the same id
+/// (wrapped at the first, when a reply is at hand) and it is never closed
+/// while the view lives (its one user is the dead server's handles).
 struct Backing {
-    id: Arc<BackingId>,
+    id: Held,
+    /// The id as the kernel knows it (for the node log).
+    raw: u32,
     users: usize,
     file: (u64, u64),
+}
+
+enum Held {
+    Id(Arc<BackingId>),
+    Adopted,
+}
+
+impl Backing {
+    /// The id to answer with; an adopted one is wrapped by `wrap` first.
+    fn id(&mut self, wrap: impl FnOnce(u32) -> BackingId) -> Arc<BackingId> {
+        match &self.id {
+            Held::Id(id) => Arc::clone(id),
+            Held::Adopted => {
+                let id = Arc::new(wrap(self.raw));
+                self.id = Held::Id(Arc::clone(&id));
+                id
+            }
+        }
+    }
 }
 
 /// Idle backings kept at most (each holds a descriptor in the kernel).
@@ -284,7 +398,15 @@ impl Inner {
         facts: crate::facts::request::FactSet,
         then: Then,
     ) {
-        let rid = format!("open-{}", self.next_rid.fetch_add(1, Ordering::Relaxed));
+        let unique: u64 = u64::from(req.unique()) & !RESENT;
+        // The request's own number names its ask: an open the kernel
+        // re-sends to the next server after a crash finds the ask it
+        // raised (restored from the journal) instead of asking twice.
+        let rid = format!("open-{}-{unique}", self.tag);
+        if let Some(ask_id) = self.authority.ask_for(&self.session, &rid) {
+            tracing::info!(session = %self.session, ask = %ask_id, "view: a re-sent open waits for the ask it raised before the restart");
+            return self.wait_for(unique, rid, ask_id, then);
+        }
         let command = sys::command_line(req.pid());
         let what: Vec<String> = texts
             .iter()
@@ -307,11 +429,15 @@ impl Inner {
                 return then(self, Err(Errno::EACCES));
             }
         };
-        let unique: u64 = req.unique().into();
-        if let Ok(mut asking) = self.asking.lock() {
-            asking.insert(unique, rid.clone());
-        }
         tracing::info!(session = %self.session, ask = %ask_id, "view: an open waits for an answer");
+        self.wait_for(unique, rid, ask_id, then)
+    }
+
+    /// Parks `then` on the answer to `ask_id`, raised for request `unique`.
+    fn wait_for(self: &Arc<Self>, unique: u64, rid: String, ask_id: AskId, then: Then) {
+        if let Ok(mut asking) = self.asking.lock() {
+            asking.insert(unique, rid);
+        }
         let slot: Arc<Mutex<Option<Then>>> = Arc::new(Mutex::new(Some(then)));
         let finish = {
             let me = Arc::clone(self);
@@ -347,6 +473,7 @@ impl Inner {
 
     /// The kernel interrupted request `unique`: its ask is withdrawn.
     pub fn interrupt(&self, unique: u64) {
+        let unique = unique & !RESENT;
         let rid = self.asking.lock().ok().and_then(|mut a| a.remove(&unique));
         if let Some(rid) = rid {
             let _ = self.authority.withdraw(&self.session, &rid);
@@ -424,7 +551,16 @@ impl Inner {
     fn finish_open(&self, ino: u64, file: OwnedFd, reply: ReplyOpen) {
         let fh = self.fh();
         if self.passthrough.load(Ordering::Relaxed) {
-            match self.backing(ino, &file, |fd| reply.open_backing(fd)) {
+            let opened = self.backing(
+                ino,
+                &file,
+                |fd| reply.open_backing(fd).map(BackingId::into_raw),
+                // SAFETY: the id is open on this connection (registered just
+                // now, or by the previous server and logged as not closed),
+                // and only the returned wrapper's drop closes it.
+                |raw| unsafe { reply.wrap_backing(raw) },
+            );
+            match opened {
                 Ok(id) => {
                     self.files_insert(fh, Some(file), ino, true);
                     return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
@@ -449,12 +585,14 @@ impl Inner {
         }
     }
 
-    /// The node's backing id, registered from `file` on its first open.
+    /// The node's backing id, registered from `file` on its first open
+    /// (`open_backing`; `wrap` makes an adopted id usable).
     fn backing(
         &self,
         ino: u64,
         file: &OwnedFd,
-        open_backing: impl FnOnce(&OwnedFd) -> std::io::Result<BackingId>,
+        open_backing: impl FnOnce(&OwnedFd) -> std::io::Result<u32>,
+        wrap: impl FnOnce(u32) -> BackingId,
     ) -> std::io::Result<Arc<BackingId>> {
         let identity = sys::stat_fd(file.as_raw_fd()).map(|st| (st.st_dev, st.st_ino))?;
         let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
@@ -463,28 +601,53 @@ impl Inner {
             // open: a second open shares it.
             Some(backing) if backing.users > 0 || backing.file == identity => {
                 backing.users += 1;
-                return Ok(Arc::clone(&backing.id));
+                return Ok(backing.id(wrap));
             }
             Some(_) => {
                 backings.remove(&ino);
+                self.log_closed(&[ino]);
             }
             None => {}
         }
-        let id = Arc::new(open_backing(file)?);
+        let raw = open_backing(file)?;
+        let id = Arc::new(wrap(raw));
         backings.insert(
             ino,
             Backing {
-                id: Arc::clone(&id),
+                id: Held::Id(Arc::clone(&id)),
+                raw,
                 users: 1,
                 file: identity,
             },
         );
+        if let Some(log) = self.nodes().log() {
+            log.backing(ino, raw, identity);
+        }
         Ok(id)
+    }
+
+    /// Logs that the backings of `inos` were closed (called with the
+    /// backings' lock held, so the log's order is the table's; the nodes'
+    /// lock is never held while the backings' is taken).
+    fn log_closed(&self, inos: &[u64]) {
+        if inos.is_empty() {
+            return;
+        }
+        let mut nodes = self.nodes();
+        if let Some(log) = nodes.log() {
+            for ino in inos {
+                log.closed(*ino);
+            }
+        }
     }
 
     /// The node's kept backing, when the name still holds that file:
     /// one `fstatat` instead of an `openat` and a registration.
-    fn kept_backing(&self, ino: u64) -> Option<Arc<BackingId>> {
+    fn kept_backing(
+        &self,
+        ino: u64,
+        wrap: impl FnOnce(u32) -> BackingId,
+    ) -> Option<Arc<BackingId>> {
         let (dir, name) = self.nodes().at(ino)?;
         let st = sys::stat_at(dir.as_raw_fd(), &name).ok()?;
         let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
@@ -493,7 +656,7 @@ impl Inner {
             return None;
         }
         backing.users += 1;
-        Some(Arc::clone(&backing.id))
+        Some(backing.id(wrap))
     }
 
     /// The kernel forgot `ino`: its kept backing goes.
@@ -501,6 +664,7 @@ impl Inner {
         let mut backings = self.backings.lock().unwrap_or_else(|p| p.into_inner());
         if backings.get(&ino).is_some_and(|b| b.users == 0) {
             backings.remove(&ino);
+            self.log_closed(&[ino]);
         }
     }
 
@@ -533,10 +697,43 @@ impl Inner {
                     backing.users = backing.users.saturating_sub(1);
                 }
                 if backings.len() > MAX_IDLE_BACKINGS {
-                    backings.retain(|_, b| b.users > 0);
+                    let idle: Vec<u64> = backings
+                        .iter()
+                        .filter(|(_, b)| b.users == 0)
+                        .map(|(ino, _)| *ino)
+                        .collect();
+                    for ino in &idle {
+                        backings.remove(ino);
+                    }
+                    self.log_closed(&idle);
                 }
             }
         }
+    }
+
+    /// The descriptor daemon-served I/O on `fh` uses. A handle a previous
+    /// server gave (the view outlived it) is opened again from its node
+    /// with the flags the kernel sends along: its open was judged then.
+    fn handle_fd(&self, fh: u64, ino: u64, flags: i32) -> Result<i32, Errno> {
+        if let Some(fd) = self.file_fd(fh) {
+            return Ok(fd);
+        }
+        if fh >= self.first_fh {
+            return Err(Errno::EBADF);
+        }
+        let (dir, name) = self.nodes().at(ino).ok_or(Errno::ESTALE)?;
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOCTTY);
+        let file = sys::open_at(dir.as_raw_fd(), &name, flags, 0).map_err(io_errno)?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let open = files.entry(fh).or_insert(OpenFile {
+            file: Some(file),
+            ino,
+            passthrough: false,
+        });
+        open.file
+            .as_ref()
+            .map(|f| f.as_raw_fd())
+            .ok_or(Errno::EBADF)
     }
 
     fn file_fd(&self, fh: u64) -> Option<i32> {
@@ -870,7 +1067,10 @@ impl Filesystem for ViewFs {
                     return reply.error(e);
                 }
                 if inner.passthrough.load(Ordering::Relaxed) {
-                    if let Some(id) = inner.kept_backing(ino) {
+                    // SAFETY: as in `finish_open`.
+                    if let Some(id) =
+                        inner.kept_backing(ino, |raw| unsafe { reply.wrap_backing(raw) })
+                    {
                         let fh = inner.fh();
                         inner.files_insert(fh, None, ino, true);
                         return reply.opened_passthrough(FileHandle(fh), FopenFlags::empty(), &id);
@@ -941,7 +1141,14 @@ impl Filesystem for ViewFs {
                 let ino = attr.ino.0;
                 let fh = inner.fh();
                 if inner.passthrough.load(Ordering::Relaxed) {
-                    match inner.backing(ino, &file, |fd| reply.open_backing(fd)) {
+                    let opened = inner.backing(
+                        ino,
+                        &file,
+                        |fd| reply.open_backing(fd).map(BackingId::into_raw),
+                        // SAFETY: as in `finish_open`.
+                        |raw| unsafe { reply.wrap_backing(raw) },
+                    );
+                    match opened {
                         Ok(id) => {
                             inner.files_insert(fh, Some(file), ino, true);
                             return reply.created_passthrough(
@@ -965,16 +1172,17 @@ impl Filesystem for ViewFs {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some(fd) = self.inner.file_fd(fh.0) else {
-            return reply.error(Errno::EBADF);
+        let fd = match self.inner.handle_fd(fh.0, ino.0, flags.0) {
+            Ok(fd) => fd,
+            Err(e) => return reply.error(e),
         };
         match sys::pread(fd, size as usize, offset) {
             Ok(data) => reply.data(&data),
@@ -985,17 +1193,18 @@ impl Filesystem for ViewFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let Some(fd) = self.inner.file_fd(fh.0) else {
-            return reply.error(Errno::EBADF);
+        let fd = match self.inner.handle_fd(fh.0, ino.0, flags.0) {
+            Ok(fd) => fd,
+            Err(e) => return reply.error(e),
         };
         match sys::pwrite(fd, data, offset) {
             Ok(n) => reply.written(n as u32),

@@ -14,28 +14,56 @@
 //!
 //! What the view does not see: the network, other processes, devices,
 //! and anything outside its roots (the sandbox's other binds, read-only).
+//!
+//! A view outlives the server that made it: its `/dev/fuse` descriptor is
+//! handed to the supervisor with its [`ViewDefinition`]
+//! (`mount/keeper.rs`), its node table is logged (`nodelog.rs`), and the
+//! next server serves it on the same connection ([`Views::adopt`]); an
+//! open the dead server had read is re-sent by the kernel and finds the
+//! ask it raised (`docs/restart.md`).
 
 mod fs;
+mod nodelog;
 mod nodes;
 mod sys;
 mod verdicts;
 
 pub use fs::ViewFs;
 
+use crate::mount::keeper::Keeper;
 use crate::session::Authority;
 use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Threads serving one view: an open waiting for a person holds none, so
 /// these only bound how many rule-answered operations run at once.
 const VIEW_THREADS: usize = 4;
 
+/// What a view is: what the supervisor keeps with its connection and
+/// hands to the next server, which serves the view from it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ViewDefinition {
+    /// The mount point's name under `views/`: unique across servers (it
+    /// carries the pid of the server that made it).
+    pub key: String,
+    pub session: String,
+    pub serial: u64,
+    /// The root as the sandbox sees it (canonical).
+    pub root: String,
+    pub mountpoint: PathBuf,
+    /// Whether the kernel took FUSE passthrough at the view's `INIT`.
+    pub passthrough: bool,
+}
+
 struct View {
+    key: String,
     root: String,
     mountpoint: PathBuf,
+    log: PathBuf,
     session: Option<fuser::BackgroundSession>,
 }
 
@@ -47,6 +75,8 @@ pub struct Views {
     allow_other: bool,
     next: AtomicU64,
     open: Mutex<HashMap<(String, u64), Vec<View>>>,
+    /// The supervisor's keeper: views handed to it outlive this server.
+    keeper: OnceLock<Keeper>,
 }
 
 impl Views {
@@ -59,7 +89,13 @@ impl Views {
             allow_other,
             next: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
+            keeper: OnceLock::new(),
         }
+    }
+
+    /// Hands every view made from now on to the supervisor.
+    pub fn set_keeper(&self, keeper: Keeper) {
+        let _ = self.keeper.set(keeper);
     }
 
     /// Mounts a view of each of `roots` for session `id` (its `serial`),
@@ -69,12 +105,7 @@ impl Views {
         if roots.is_empty() {
             return Ok(());
         }
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o711)
-            .create(&self.dir)
-            .map_err(|e| format!("cannot make {}: {e}", self.dir.display()))?;
-        let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o711));
+        self.make_dir()?;
         let cwd = self
             .authority
             .with_tree(|t| t.get(id).map(|s| s.canonical_cwd.canonical()))
@@ -85,12 +116,28 @@ impl Views {
                 Ok(view) => views.push(view),
                 Err(error) => {
                     for view in views {
-                        unmount(view);
+                        self.unmount(view);
                     }
                     return Err(error);
                 }
             }
         }
+        self.record(id, serial, views);
+        Ok(())
+    }
+
+    fn make_dir(&self) -> Result<(), String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(&self.dir)
+            .map_err(|e| format!("cannot make {}: {e}", self.dir.display()))?;
+        let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o711));
+        Ok(())
+    }
+
+    /// Shows `views` in their session and keeps them until it ends.
+    fn record(&self, id: &str, serial: u64, views: Vec<View>) {
         let shown: Vec<(String, String)> = views
             .iter()
             .map(|v| (v.root.clone(), v.mountpoint.to_string_lossy().into_owned()))
@@ -101,78 +148,207 @@ impl Views {
                 .or_default()
                 .extend(views);
         }
-        Ok(())
+    }
+
+    fn config(&self) -> fuser::Config {
+        let mut config = fuser::Config::default();
+        if self.owner == 0 || self.allow_other {
+            config.acl = fuser::SessionACL::All;
+        }
+        config.n_threads = Some(VIEW_THREADS);
+        config
+    }
+
+    fn identity(&self, key: &str) -> fs::Identity {
+        fs::Identity {
+            tag: key.to_string(),
+            first_fh: self.authority.epoch().saturating_mul(1 << 40),
+        }
     }
 
     fn mount(&self, id: &str, serial: u64, root: &str, cwd: &str) -> Result<View, String> {
         let canonical = crate::facts::fence::canonicalize(Path::new(root))
             .map_err(|e| format!("view root {root}: {e}"))?;
-        let root_dir = std::fs::File::open(&canonical)
-            .and_then(|f| {
-                if f.metadata()?.is_dir() {
-                    Ok(f)
-                } else {
-                    Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
-                }
-            })
-            .map_err(|e| format!("view root {}: {e}", canonical.display()))?;
+        let root_dir = open_root(&canonical)?;
         let shown = canonical.to_string_lossy().into_owned();
         let external = crate::facts::access_path::is_outside(&shown, cwd);
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let mountpoint = self
-            .dir
-            .join(format!("{serial}-{n}-{}", std::process::id()));
+        let key = format!("{serial}-{n}-{}", std::process::id());
+        let mountpoint = self.dir.join(&key);
+        let log_path = self.dir.join(format!("{key}.nodes"));
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&mountpoint)
             .map_err(|e| format!("cannot make {}: {e}", mountpoint.display()))?;
-        let fs = ViewFs::new(
-            Arc::clone(&self.authority),
-            id.to_string(),
-            canonical.clone(),
-            root_dir.into(),
-        )
-        .map_err(|e| format!("view root {}: {e}", canonical.display()))?;
-        let mut config = fuser::Config::default();
-        config.mount_options = vec![
-            fuser::MountOption::FSName("permfs-view".into()),
-            fuser::MountOption::Subtype("permfs-view".into()),
-            fuser::MountOption::DefaultPermissions,
-        ];
-        if self.owner == 0 || self.allow_other {
-            config.acl = fuser::SessionACL::All;
-        }
-        config.n_threads = Some(VIEW_THREADS);
-        let session = if self.owner == 0 {
-            fuser::Session::new(fs, &mountpoint, &config).and_then(|s| s.spawn())
-        } else {
-            let mut options = vec![
-                "fsname=permfs-view",
-                "subtype=permfs-view",
-                "default_permissions",
-            ];
-            if config.acl == fuser::SessionACL::All {
-                options.push("allow_other");
+        let made = (|| {
+            let fs = ViewFs::new(
+                Arc::clone(&self.authority),
+                id.to_string(),
+                canonical.clone(),
+                root_dir,
+                self.identity(&key),
+            )
+            .map_err(|e| format!("view root {}: {e}", canonical.display()))?;
+            match nodelog::NodeLog::create(&log_path) {
+                Ok(log) => fs.set_log(log),
+                Err(error) => {
+                    tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be made: the view will not outlive this server")
+                }
             }
+            let passthrough = fs.passthrough_probe();
+            let fd = mount_fd(&mountpoint, self.owner, self.allow_other)
+                .map_err(|e| format!("cannot mount a view of {shown}: {e}"))?;
+            let kept = fd.try_clone();
+            let config = self.config();
             let acl = config.acl;
-            crate::mount::fusermount::mount(&mountpoint, &options.join(","))
-                .and_then(|fd| fuser::Session::from_fd(fs, fd, acl, config))
+            let session = fuser::Session::from_fd(fs, fd, acl, config)
                 .and_then(|s| s.spawn())
-        };
-        match session {
+                .map_err(|e| {
+                    let _ = crate::mount::fusermount::unmount_lazily(&mountpoint);
+                    format!("cannot serve a view of {shown}: {e}")
+                })?;
+            let definition = ViewDefinition {
+                key: key.clone(),
+                session: id.to_string(),
+                serial,
+                root: shown.clone(),
+                mountpoint: mountpoint.clone(),
+                passthrough: passthrough(),
+            };
+            self.keep(&definition, kept);
+            Ok(session)
+        })();
+        match made {
             Ok(session) => {
                 tracing::info!(session = %id, root = %shown, mountpoint = %mountpoint.display(), external, "view mounted");
                 Ok(View {
+                    key,
                     root: shown,
                     mountpoint,
+                    log: log_path,
                     session: Some(session),
                 })
             }
             Err(error) => {
                 let _ = std::fs::remove_dir(&mountpoint);
-                Err(format!("cannot mount a view of {shown}: {error}"))
+                let _ = std::fs::remove_file(&log_path);
+                Err(error)
             }
         }
+    }
+
+    /// Hands a copy of the view's connection to the supervisor (before
+    /// the view is answered to `permfs run`, so a view anyone uses is
+    /// kept).
+    fn keep(&self, definition: &ViewDefinition, fd: std::io::Result<OwnedFd>) {
+        let Some(keeper) = self.keeper.get() else {
+            return;
+        };
+        let kept = fd.and_then(|fd| {
+            let text = serde_json::to_string(definition).map_err(std::io::Error::other)?;
+            keeper.keep(&text, fd.as_fd())
+        });
+        if let Err(error) = kept {
+            tracing::warn!(%error, key = %definition.key, "the supervisor cannot keep this view: it ends with this server");
+        }
+    }
+
+    /// Serves the views the supervisor kept across the death (or the
+    /// upgrade) of the server before this one: `count` of them wait on the
+    /// keeper socket. A view whose session is gone is detached and let go.
+    pub fn adopt(&self, count: usize) {
+        let Some(keeper) = self.keeper.get() else {
+            return;
+        };
+        for (text, fd) in keeper.take(count) {
+            let definition: ViewDefinition = match serde_json::from_str(&text) {
+                Ok(definition) => definition,
+                Err(error) => {
+                    tracing::error!(%error, definition = %text, "a kept view cannot be read: its connection is let go");
+                    continue;
+                }
+            };
+            let key = definition.key.clone();
+            let log = self.dir.join(format!("{key}.nodes"));
+            match self.serve_kept(&definition, fd, &log) {
+                Ok(view) => {
+                    tracing::info!(session = %definition.session, root = %definition.root, mountpoint = %definition.mountpoint.display(), "view taken over from the previous server");
+                    self.record(&definition.session, definition.serial, vec![view]);
+                }
+                Err(reason) => {
+                    tracing::warn!(%reason, session = %definition.session, root = %definition.root, "a kept view is not served again: detached");
+                    if let Err(error) =
+                        crate::mount::fusermount::unmount_lazily(&definition.mountpoint)
+                    {
+                        tracing::warn!(%error, mountpoint = %definition.mountpoint.display(), "a view could not be detached");
+                    }
+                    let _ = keeper.drop_view(&key);
+                    let _ = std::fs::remove_file(&log);
+                    let _ = std::fs::remove_dir(&definition.mountpoint);
+                }
+            }
+        }
+    }
+
+    fn serve_kept(
+        &self,
+        definition: &ViewDefinition,
+        fd: OwnedFd,
+        log_path: &Path,
+    ) -> Result<View, String> {
+        if !self
+            .authority
+            .is_session(&definition.session, definition.serial)
+        {
+            return Err("its session ended".into());
+        }
+        let root = PathBuf::from(&definition.root);
+        let root_dir = open_root(&root)?;
+        let fs = ViewFs::new(
+            Arc::clone(&self.authority),
+            definition.session.clone(),
+            root,
+            root_dir,
+            self.identity(&definition.key),
+        )
+        .map_err(|e| format!("view root {}: {e}", definition.root))?;
+        let logged = match nodelog::replay(log_path) {
+            Ok(logged) => logged,
+            Err(error) => {
+                tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be read: names the kernel holds read ENOENT");
+                nodelog::Replayed::default()
+            }
+        };
+        fs.restore(&logged, definition.passthrough);
+        match nodelog::NodeLog::rewrite(log_path, &fs.logged()) {
+            Ok(log) => fs.set_log(log),
+            Err(error) => {
+                tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be written: the view will not outlive this server")
+            }
+        }
+        let config = self.config();
+        let acl = config.acl;
+        let session = fuser::Session::from_fd_initialized(fs, fd, acl, config);
+        if let Err(error) = session.notifier().resend() {
+            tracing::warn!(%error, "the kernel cannot re-send a view's requests in flight (Linux < 6.9?): their callers wait until interrupted");
+        }
+        let session = session
+            .spawn()
+            .map_err(|e| format!("cannot serve it: {e}"))?;
+        let n: u64 = definition
+            .key
+            .split('-')
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        self.next.fetch_max(n + 1, Ordering::Relaxed);
+        Ok(View {
+            key: definition.key.clone(),
+            root: definition.root.clone(),
+            mountpoint: definition.mountpoint.clone(),
+            log: log_path.to_path_buf(),
+            session: Some(session),
+        })
     }
 
     /// Unmounts the views of sessions that ended.
@@ -191,7 +367,7 @@ impl Views {
             Err(_) => Vec::new(),
         };
         for view in ended {
-            unmount(view);
+            self.unmount(view);
         }
     }
 
@@ -202,25 +378,80 @@ impl Views {
             Err(_) => Vec::new(),
         };
         for view in all {
-            unmount(view);
+            self.unmount(view);
+        }
+    }
+
+    /// Detaches the view from the host (a sandbox still holding it keeps
+    /// it until it exits), lets the supervisor's copy go, then ends its
+    /// session in the background.
+    fn unmount(&self, mut view: View) {
+        tracing::info!(root = %view.root, mountpoint = %view.mountpoint.display(), "view unmounted");
+        if let Err(error) = crate::mount::fusermount::unmount_lazily(&view.mountpoint) {
+            tracing::warn!(%error, mountpoint = %view.mountpoint.display(), "a view could not be detached");
+        }
+        if let Some(keeper) = self.keeper.get() {
+            if let Err(error) = keeper.drop_view(&view.key) {
+                tracing::warn!(%error, key = %view.key, "the supervisor could not be told a view ended");
+            }
+        }
+        let _ = std::fs::remove_file(&view.log);
+        let mountpoint = view.mountpoint.clone();
+        if let Some(session) = view.session.take() {
+            let _ = std::thread::Builder::new()
+                .name("permfs-view-end".into())
+                .spawn(move || {
+                    let _ = session.join();
+                    let _ = std::fs::remove_dir(&mountpoint);
+                });
         }
     }
 }
 
-/// Detaches the view from the host (a sandbox still holding it keeps it
-/// until it exits), then ends its session in the background.
-fn unmount(mut view: View) {
-    tracing::info!(root = %view.root, mountpoint = %view.mountpoint.display(), "view unmounted");
-    if let Err(error) = crate::mount::fusermount::unmount_lazily(&view.mountpoint) {
-        tracing::warn!(%error, mountpoint = %view.mountpoint.display(), "a view could not be detached");
+/// The view's root directory, which must be one.
+fn open_root(root: &Path) -> Result<OwnedFd, String> {
+    std::fs::File::open(root)
+        .and_then(|f| {
+            if f.metadata()?.is_dir() {
+                Ok(OwnedFd::from(f))
+            } else {
+                Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
+            }
+        })
+        .map_err(|e| format!("view root {}: {e}", root.display()))
+}
+
+/// Mounts a view at `mountpoint` and returns its `/dev/fuse` descriptor:
+/// with `mount(2)` as root (no setuid programs, no devices), through
+/// `fusermount3` otherwise.
+fn mount_fd(mountpoint: &Path, owner: u32, allow_other: bool) -> std::io::Result<OwnedFd> {
+    let others = owner == 0 || allow_other;
+    if owner != 0 {
+        let mut options = vec![
+            "fsname=permfs-view",
+            "subtype=permfs-view",
+            "default_permissions",
+        ];
+        if others {
+            options.push("allow_other");
+        }
+        return crate::mount::fusermount::mount(mountpoint, &options.join(","));
     }
-    let mountpoint = view.mountpoint.clone();
-    if let Some(session) = view.session.take() {
-        let _ = std::thread::Builder::new()
-            .name("permfs-view-end".into())
-            .spawn(move || {
-                let _ = session.join();
-                let _ = std::fs::remove_dir(&mountpoint);
-            });
-    }
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let fd = OwnedFd::from(device);
+    let data = format!(
+        "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other",
+        fd.as_raw_fd()
+    );
+    nix::mount::mount(
+        Some("permfs-view"),
+        mountpoint,
+        Some("fuse.permfs-view"),
+        nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOSUID,
+        Some(data.as_str()),
+    )?;
+    Ok(fd)
 }

@@ -8,9 +8,12 @@
 //! moves the node (the kernel keeps its dentry), so the path a node is
 //! judged by is always the one the program sees.
 //!
-//! Nothing here makes a system call except closing descriptors it owns;
-//! the adapter (`fs.rs`) opens them.
+//! Nothing here makes a system call except closing descriptors it owns
+//! and appending to the node log (`nodelog.rs`), which lets the next
+//! server know the numbers the kernel holds; the adapter (`fs.rs`) opens
+//! descriptors.
 
+use super::nodelog::{Logged, NodeLog, Replayed};
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
@@ -19,6 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub const ROOT: u64 = 1;
+
+/// The lookup count a node restored from the log starts with: the kernel's
+/// own count died with the previous server, so such a node is never
+/// forgotten (it lives as long as the view; the table is bounded by the
+/// nodes the kernel held at the restart).
+const RESTORED_LOOKUPS: u64 = 1 << 48;
 
 #[derive(Debug)]
 pub struct Node {
@@ -41,7 +50,12 @@ pub struct Nodes {
     nodes: HashMap<u64, Node>,
     names: HashMap<(u64, OsString), u64>,
     next: u64,
+    log: Option<NodeLog>,
 }
+
+/// What the adapter finds of a restored node's name on disk: its backing
+/// identity and, for a directory, its `O_PATH` descriptor.
+pub type Found = ((u64, u64), Option<OwnedFd>);
 
 impl Nodes {
     pub fn new(root: PathBuf, root_dir: OwnedFd, backing: (u64, u64)) -> Self {
@@ -61,6 +75,104 @@ impl Nodes {
             nodes,
             names: HashMap::new(),
             next: ROOT + 1,
+            log: None,
+        }
+    }
+
+    /// Logs every change from now on.
+    pub fn set_log(&mut self, log: NodeLog) {
+        self.log = Some(log);
+    }
+
+    /// The table a previous server left (`logged`, from its node log),
+    /// each node's name found again on disk by `find(parent's directory,
+    /// name)`; a name that is gone leaves its node with nothing behind it
+    /// (its calls read `ENOENT`), so the kernel's number never points at
+    /// another file.
+    pub fn restore(
+        &mut self,
+        logged: &HashMap<u64, Logged>,
+        find: impl Fn(&OwnedFd, &OsStr) -> Option<Found>,
+    ) {
+        let mut order: Vec<u64> = logged.keys().copied().filter(|i| *i != ROOT).collect();
+        order.sort_unstable();
+        for &ino in &order {
+            let Some(entry) = logged.get(&ino) else {
+                continue;
+            };
+            self.nodes.insert(
+                ino,
+                Node {
+                    parent: entry.parent,
+                    name: entry.name.clone(),
+                    dir: None,
+                    backing: (0, 0),
+                    lookups: RESTORED_LOOKUPS,
+                },
+            );
+            if entry.named {
+                self.names.insert((entry.parent, entry.name.clone()), ino);
+            }
+            self.next = self.next.max(ino + 1);
+        }
+        // Directories are opened parents first, whatever order renames
+        // left the numbers in.
+        let mut opened = std::collections::HashSet::from([ROOT]);
+        let mut progress = true;
+        while progress {
+            progress = false;
+            for &ino in &order {
+                if opened.contains(&ino) {
+                    continue;
+                }
+                let Some(node) = self.nodes.get(&ino) else {
+                    continue;
+                };
+                if !opened.contains(&node.parent) {
+                    continue;
+                }
+                opened.insert(ino);
+                progress = true;
+                let named = self.names.get(&(node.parent, node.name.clone())) == Some(&ino);
+                let found = match (named, self.dir(node.parent)) {
+                    (true, Some(dir)) => find(&dir, &node.name),
+                    _ => None,
+                };
+                if let (Some((backing, dir)), Some(node)) = (found, self.nodes.get_mut(&ino)) {
+                    node.backing = backing;
+                    node.dir = dir.map(Arc::new);
+                }
+            }
+        }
+    }
+
+    /// The log, to record a backing in (`fs.rs`).
+    pub fn log(&mut self) -> Option<&mut NodeLog> {
+        self.log.as_mut()
+    }
+
+    /// The table as the log would say it: what a fresh log is written
+    /// from (the backings are the adapter's to add).
+    pub fn logged(&self) -> Replayed {
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|(ino, _)| **ino != ROOT)
+            .map(|(ino, node)| {
+                let named = self.names.get(&(node.parent, node.name.clone())) == Some(ino);
+                (
+                    *ino,
+                    Logged {
+                        parent: node.parent,
+                        name: node.name.clone(),
+                        named,
+                    },
+                )
+            })
+            .collect();
+        Replayed {
+            nodes,
+            backings: HashMap::new(),
         }
     }
 
@@ -130,6 +242,9 @@ impl Nodes {
         }
         let ino = self.next;
         self.next += 1;
+        if let Some(log) = &mut self.log {
+            log.node(ino, parent, name);
+        }
         self.nodes.insert(
             ino,
             Node {
@@ -176,6 +291,9 @@ impl Nodes {
             None => false,
         };
         if gone {
+            if let Some(log) = &mut self.log {
+                log.forgot(ino);
+            }
             if let Some(node) = self.nodes.remove(&ino) {
                 let key = (node.parent, node.name);
                 if self.names.get(&key) == Some(&ino) {
@@ -188,7 +306,11 @@ impl Nodes {
     /// `name` in `parent` no longer exists (unlink, rmdir): the node stays
     /// for the kernel's references but answers to no name.
     pub fn unlinked(&mut self, parent: u64, name: &OsStr) {
-        self.names.remove(&(parent, name.to_os_string()));
+        if self.names.remove(&(parent, name.to_os_string())).is_some() {
+            if let Some(log) = &mut self.log {
+                log.unlinked(parent, name);
+            }
+        }
     }
 
     /// A rename: the node of the old name now has the new one; a node the
@@ -210,6 +332,15 @@ impl Nodes {
             }
             self.names
                 .insert((new_parent, new_name.to_os_string()), ino);
+            if let Some(log) = &mut self.log {
+                log.moved(ino, new_parent, new_name);
+            }
+        } else if to.is_some() {
+            // The target's node lost its name to a file this table never
+            // saw.
+            if let Some(log) = &mut self.log {
+                log.unlinked(new_parent, new_name);
+            }
         }
         if let (true, Some(ino)) = (exchange, to) {
             if let Some(node) = self.nodes.get_mut(&ino) {
@@ -217,6 +348,9 @@ impl Nodes {
                 node.name = name.to_os_string();
             }
             self.names.insert((parent, name.to_os_string()), ino);
+            if let Some(log) = &mut self.log {
+                log.moved(ino, parent, name);
+            }
         }
     }
 }

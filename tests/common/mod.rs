@@ -30,7 +30,7 @@ impl Daemon {
     /// Starts `permfs mount` with `config` as the global config, in `cwd`
     /// (the root session's cwd; a fresh temp dir when `None`).
     pub fn start(config: &str, cwd: Option<&Path>) -> Self {
-        Self::start_full(config, cwd, "main", None, &[], None)
+        Self::start_full(config, cwd, "main", None, &[], None, &[])
     }
 
     /// Starts a daemon that logs at `info` into the file `log`.
@@ -42,28 +42,29 @@ impl Daemon {
             None,
             &[],
             Some((log, "info,fuser=error")),
+            &[],
         )
     }
 
     /// Starts a daemon that logs into the file `log` what the `PERMFS_LOG`
     /// filter `filter` lets through (`"info,permfs::mount=debug"`, say).
     pub fn start_with_log_filter(config: &str, log: &Path, filter: &str) -> Self {
-        Self::start_full(config, None, "main", None, &[], Some((log, filter)))
+        Self::start_full(config, None, "main", None, &[], Some((log, filter)), &[])
     }
 
     /// Starts `permfs mount` with more options (`--threads 1`, …).
     pub fn start_with_args(config: &str, cwd: Option<&Path>, args: &[&str]) -> Self {
-        Self::start_full(config, cwd, "main", None, args, None)
+        Self::start_full(config, cwd, "main", None, args, None, &[])
     }
 
     /// Starts a daemon whose config declares its own root session `root`.
     pub fn start_with_root(config: &str, root: &str) -> Self {
-        Self::start_full(config, None, root, None, &[], None)
+        Self::start_full(config, None, root, None, &[], None, &[])
     }
 
     /// Starts a daemon that keeps its state (the audit log) in `state_dir`.
     pub fn start_with_state_dir(config: &str, state_dir: &Path) -> Self {
-        Self::start_full(config, None, "main", Some(state_dir), &[], None)
+        Self::start_full(config, None, "main", Some(state_dir), &[], None, &[])
     }
 
     /// The daemon's process id: the supervisor (`permfs mount`), whose
@@ -95,6 +96,30 @@ impl Daemon {
             .expect("a server pid")
     }
 
+    /// SIGKILLs the server and waits until another serves; its pid.
+    pub fn kill_server(&self) -> u32 {
+        let old = self.server_pid();
+        // SAFETY: signalling the server of the daemon this test started.
+        unsafe { libc::kill(old as i32, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = self.status();
+            if let Some(new) = status["server"]["pid"].as_u64() {
+                if new != u64::from(old) {
+                    return new as u32;
+                }
+            }
+            assert!(Instant::now() < deadline, "no new server: {status}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// `permfs mount` with `env` added to its environment (and so its
+    /// servers').
+    pub fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_full(config, None, "main", None, &[], None, env)
+    }
+
     fn start_full(
         config: &str,
         cwd: Option<&Path>,
@@ -102,6 +127,7 @@ impl Daemon {
         state: Option<&Path>,
         args: &[&str],
         log: Option<(&Path, &str)>,
+        env: &[(&str, &str)],
     ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let state_dir = state
@@ -121,6 +147,7 @@ impl Daemon {
             .arg("--state-dir")
             .arg(&state_dir)
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(cwd.unwrap_or(&work))
             .env(
                 "PERMFS_LOG",
