@@ -293,15 +293,7 @@ impl InodeKey {
     /// `getrandom` fails, which it does not on Linux >= 3.17).
     pub fn random() -> Self {
         let mut key = [0u8; 32];
-        // SAFETY: the buffer is valid for its length.
-        let got = unsafe { libc::getrandom(key.as_mut_ptr().cast(), key.len(), 0) };
-        if usize::try_from(got).ok() != Some(key.len()) {
-            use std::hash::BuildHasher;
-            for (i, chunk) in key.chunks_mut(8).enumerate() {
-                let word = std::collections::hash_map::RandomState::new().hash_one(i);
-                chunk.copy_from_slice(&word.to_le_bytes());
-            }
-        }
+        random_bytes(&mut key);
         Self(key)
     }
 
@@ -567,6 +559,20 @@ impl InodeMaps {
             self.by_node.remove(&node);
         }
         self.pages.remove(&ino);
+    }
+}
+
+/// Fills `buffer` from the kernel's random source (`getrandom(2)`), or,
+/// where that fails, from the standard library's per-process random keys.
+pub fn random_bytes(buffer: &mut [u8]) {
+    // SAFETY: the buffer is valid for its length.
+    let got = unsafe { libc::getrandom(buffer.as_mut_ptr().cast(), buffer.len(), 0) };
+    if usize::try_from(got).ok() != Some(buffer.len()) {
+        use std::hash::BuildHasher;
+        for (i, chunk) in buffer.chunks_mut(8).enumerate() {
+            let word = std::collections::hash_map::RandomState::new().hash_one(i);
+            chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
+        }
     }
 }
 

@@ -73,6 +73,9 @@ pub(super) struct Inner {
     /// Asks in flight by FUSE request, so an interrupted open withdraws
     /// its ask.
     asking: Mutex<HashMap<u64, String>>,
+    /// Asks the previous server's opens raised (from the node log), by
+    /// kernel request number: a re-sent open waits for its own.
+    prior_asks: Mutex<HashMap<u64, String>>,
     /// The daemon is root: what it creates is given to the caller.
     give_to_caller: bool,
 }
@@ -119,6 +122,7 @@ impl ViewFs {
                 passthrough: AtomicBool::new(false),
                 told_fallback: AtomicBool::new(false),
                 asking: Mutex::new(HashMap::new()),
+                prior_asks: Mutex::new(HashMap::new()),
                 give_to_caller: euid == 0,
             }),
         })
@@ -153,6 +157,9 @@ impl ViewFs {
                 );
             }
         }
+        if let Ok(mut prior) = self.inner.prior_asks.lock() {
+            prior.clone_from(&logged.asks);
+        }
         self.inner.nodes().restore(&logged.nodes, |dir, name| {
             let st = sys::stat_at(dir.as_raw_fd(), name).ok()?;
             let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
@@ -181,6 +188,20 @@ impl ViewFs {
             .iter()
             .map(|(ino, b)| (*ino, (b.raw, b.file)))
             .collect();
+        // Asks of opens still waiting: an open re-sent once may be re-sent
+        // again by a later restart.
+        if let Ok(prior) = self.inner.prior_asks.lock() {
+            logged.asks = prior
+                .iter()
+                .filter(|(_, rid)| {
+                    self.inner
+                        .authority
+                        .ask_for(&self.inner.session, rid)
+                        .is_some()
+                })
+                .map(|(unique, rid)| (*unique, rid.clone()))
+                .collect();
+        }
         logged
     }
 
@@ -399,13 +420,27 @@ impl Inner {
         then: Then,
     ) {
         let unique: u64 = u64::from(req.unique()) & !RESENT;
-        // The request's own number names its ask: an open the kernel
-        // re-sends to the next server after a crash finds the ask it
-        // raised (restored from the journal) instead of asking twice.
-        let rid = format!("open-{}-{unique}", self.tag);
-        if let Some(ask_id) = self.authority.ask_for(&self.session, &rid) {
-            tracing::info!(session = %self.session, ask = %ask_id, "view: a re-sent open waits for the ask it raised before the restart");
-            return self.wait_for(unique, rid, ask_id, then);
+        // An open the kernel re-sends to this server after a crash finds
+        // the ask it raised (restored from the journal) by the node log's
+        // record of it, instead of asking twice.
+        let prior = self
+            .prior_asks
+            .lock()
+            .ok()
+            .and_then(|mut prior| prior.remove(&unique));
+        if let Some(rid) = prior {
+            if let Some(ask_id) = self.authority.ask_for(&self.session, &rid) {
+                tracing::info!(session = %self.session, ask = %ask_id, "view: a re-sent open waits for the ask it raised before the restart");
+                return self.wait_for(unique, rid, ask_id, then);
+            }
+        }
+        // Unpredictable, so no program can have written an ask by that
+        // name into the session's outbox beforehand.
+        let mut nonce = [0u8; 8];
+        crate::mount::nodes::random_bytes(&mut nonce);
+        let rid = format!("open-{}-{unique}-{}", self.tag, hex::encode(nonce));
+        if let Some(log) = self.nodes().log() {
+            log.asked(unique, &rid);
         }
         let command = sys::command_line(req.pid());
         let what: Vec<String> = texts

@@ -19,7 +19,13 @@
 //!   takes one backing per inode while any passthrough handle is open, and
 //!   handles the dead server opened stay open: the next server answers
 //!   new opens of that node with the same backing, or the kernel would
-//!   refuse them (`EIO`).
+//!   refuse them (`EIO`);
+//! - `a UNIQUE RID`: the open that is kernel request `UNIQUE` raises (is
+//!   about to raise) the ask `RID` in the session's outbox. A request the
+//!   kernel re-sends after a crash keeps its number, and finds its ask by
+//!   this line, never by a name a program could have written into the
+//!   outbox first (the rid carries a random part written here before the
+//!   ask exists).
 //!
 //! One `write(2)` a line and no sync: the log has to outlive the process,
 //! not the machine (a view does not outlive a reboot). The next server
@@ -48,6 +54,8 @@ pub struct NodeLog {
 pub struct Replayed {
     pub nodes: HashMap<u64, Logged>,
     pub backings: HashMap<u64, (u32, (u64, u64))>,
+    /// Asks raised by opens, by kernel request number.
+    pub asks: HashMap<u64, String>,
 }
 
 /// A node as the log last left it.
@@ -101,6 +109,9 @@ impl NodeLog {
         for (ino, (id, (dev, inode))) in &logged.backings {
             text.push_str(&format!("b {ino} {id} {dev} {inode}\n"));
         }
+        for (unique, rid) in &logged.asks {
+            text.push_str(&format!("a {unique} {}\n", hex::encode(rid)));
+        }
         log.file.write_all(text.as_bytes())?;
         std::fs::rename(&temporary, path)?;
         log.path = path.to_path_buf();
@@ -135,6 +146,10 @@ impl NodeLog {
         self.append(&format!("c {ino}\n"));
     }
 
+    pub fn asked(&mut self, unique: u64, rid: &str) {
+        self.append(&format!("a {unique} {}\n", hex::encode(rid)));
+    }
+
     fn append(&mut self, text: &str) {
         if let Err(error) = self.file.write_all(text.as_bytes()) {
             if !self.failed {
@@ -156,6 +171,7 @@ pub fn replay(path: &Path) -> std::io::Result<Replayed> {
     let text = std::fs::read(path)?;
     let mut nodes: HashMap<u64, Logged> = HashMap::new();
     let mut backings: HashMap<u64, (u32, (u64, u64))> = HashMap::new();
+    let mut asks: HashMap<u64, String> = HashMap::new();
     let mut names: HashMap<(u64, OsString), u64> = HashMap::new();
     for line in text.split(|b| *b == b'\n') {
         let line = String::from_utf8_lossy(line);
@@ -215,6 +231,12 @@ pub fn replay(path: &Path) -> std::io::Result<Replayed> {
                 let Ok(id) = u32::try_from(id) else { continue };
                 backings.insert(ino, (id, (dev, inode)));
             }
+            Some("a") => {
+                let (Some(unique), Some(rid)) = (number(1), name(2)) else {
+                    continue;
+                };
+                asks.insert(unique, rid.to_string_lossy().into_owned());
+            }
             Some("c") => {
                 let Some(ino) = number(1) else { continue };
                 backings.remove(&ino);
@@ -231,7 +253,11 @@ pub fn replay(path: &Path) -> std::io::Result<Replayed> {
             _ => {}
         }
     }
-    Ok(Replayed { nodes, backings })
+    Ok(Replayed {
+        nodes,
+        backings,
+        asks,
+    })
 }
 
 #[cfg(test)]
@@ -256,6 +282,7 @@ mod tests {
         log.backing(3, 12, (5, 77));
         log.backing(4, 13, (5, 78));
         log.closed(4);
+        log.asked(77, "open-1-2-77-ab");
         // A torn last line (the server died mid-write) is skipped.
         std::fs::OpenOptions::new()
             .append(true)
@@ -275,6 +302,10 @@ mod tests {
             replayed.backings,
             HashMap::from([(3, (12, (5, 77)))]),
             "a closed backing is not reused"
+        );
+        assert_eq!(
+            replayed.asks,
+            HashMap::from([(77, "open-1-2-77-ab".into())])
         );
 
         let rewritten = NodeLog::rewrite(&path, &replayed).expect("rewrite");

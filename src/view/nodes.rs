@@ -172,7 +172,7 @@ impl Nodes {
             .collect();
         Replayed {
             nodes,
-            backings: HashMap::new(),
+            ..Replayed::default()
         }
     }
 
