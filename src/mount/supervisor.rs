@@ -12,6 +12,8 @@
 //! asks the kernel to re-send every request the dead one had read
 //! (`FUSE_NOTIFY_RESEND`); inode numbers are a keyed hash of the node
 //! with the supervisor's key, so the kernel's cached names stay valid.
+//! The enforcement views' connections are held here too, handed over by
+//! the server that made them and on to the next (`keeper.rs`).
 //!
 //! Signals: SIGINT and SIGTERM stop the server (pending asks answered, as
 //! before) and unmount; SIGHUP is passed to the server (re-read the global

@@ -5,8 +5,9 @@
 //!
 //! Marked under the authority's lock (`mark_session`, `mark_ask`), written
 //! by `flush` before the lock is released; answers are written with their
-//! chunk (`answer_ops`). What is not restored: enforcement views (they
-//! died with the process that served them; a restored session shows none),
+//! chunk (`answer_ops`). What is not restored here: enforcement views
+//! (their connections are the supervisor's to hand over, `mount/keeper.rs`,
+//! and the views themselves show them in the session again when served),
 //! reviews by judges (an ask that was under review walks again from its
 //! asker), parked readers and event cursors (the kernel's, not ours), and
 //! sessions held by a lease: the `ctl` handle that held it belonged to the
