@@ -219,11 +219,16 @@ fn assert_state_is_the_owners_alone(state_dir: &Path, must_hold: &[&str]) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mut files = Vec::new();
     let mut dirs = vec![state_dir.to_path_buf()];
+    let device = std::fs::metadata(state_dir).expect("stat").dev();
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("the state dir lists") {
             let path = entry.expect("an entry").path();
             if path.is_dir() {
-                dirs.push(path);
+                // Not into a view mounted under `views/`: the workspace
+                // it shows is not the state dir.
+                if std::fs::metadata(&path).is_ok_and(|m| m.dev() == device) {
+                    dirs.push(path);
+                }
             } else {
                 files.push(path);
             }
@@ -805,6 +810,76 @@ fn receive_notification(socket: &std::os::unix::net::UnixDatagram) -> (String, V
     (String::from_utf8_lossy(&buffer[..length]).into_owned(), fds)
 }
 
+/// `permfs mount` as systemd would start it: `NOTIFY_SOCKET` set, and the
+/// descriptors of `stored` (its store, name by name) passed from fd 3 on
+/// with `LISTEN_FDS`, `LISTEN_FDNAMES` and `LISTEN_PID`.
+fn start_under_systemd(
+    dir: &Path,
+    socket: &Path,
+    stored: &[(&str, &std::os::fd::OwnedFd)],
+) -> Child {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(r#"LISTEN_PID=$$ exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_permfs"))
+        .arg("mount")
+        .arg(dir.join("mnt"))
+        .arg("--config")
+        .arg(dir.join("config.json"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .current_dir(dir.join("work"))
+        .env("NOTIFY_SOCKET", socket)
+        .env("PERMFS_LOG", "warn,fuser=error")
+        .stdin(Stdio::null());
+    if !stored.is_empty() {
+        let names: Vec<&str> = stored.iter().map(|(name, _)| *name).collect();
+        command
+            .env("LISTEN_FDS", stored.len().to_string())
+            .env("LISTEN_FDNAMES", names.join(":"));
+    }
+    let fds: Vec<i32> = stored
+        .iter()
+        .map(|(_, fd)| std::os::fd::AsRawFd::as_raw_fd(*fd))
+        .collect();
+    // SAFETY: dup2 is async-signal-safe; fds 3.. are then the stored
+    // descriptors, without close-on-exec. The stored descriptors are
+    // first moved above the range they are put in.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            let mut high = Vec::with_capacity(fds.len());
+            for fd in &fds {
+                let moved = libc::fcntl(*fd, libc::F_DUPFD, 100);
+                if moved < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                high.push(moved);
+            }
+            for (i, fd) in high.iter().enumerate() {
+                if libc::dup2(*fd, 3 + i as i32) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command.spawn().expect("permfs mount starts")
+}
+
+/// A directory laid out for [`start_under_systemd`]: `mnt`, `state`,
+/// `work`, `config.json` (with `config`), and the notification socket.
+fn systemd_dir(config: &str) -> (tempfile::TempDir, std::os::unix::net::UnixDatagram) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket =
+        std::os::unix::net::UnixDatagram::bind(dir.path().join("notify")).expect("a notify socket");
+    for sub in ["mnt", "state", "work"] {
+        std::fs::create_dir(dir.path().join(sub)).expect("a directory");
+    }
+    std::fs::write(dir.path().join("config.json"), config).expect("config");
+    (dir, socket)
+}
+
 /// Run by systemd (here a test in systemd's place, speaking its
 /// documented protocol), `permfs mount` puts its FUSE descriptor in the
 /// file-descriptor store (`FDSTORE=1`, named `permfs-fuse`, with
@@ -816,32 +891,11 @@ fn receive_notification(socket: &std::os::unix::net::UnixDatagram) -> (String, V
 /// (`FDSTOREREMOVE=1`) and unmounts.
 #[test]
 fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let (dir, socket) = systemd_dir(CONFIG);
     let socket_path = dir.path().join("notify");
-    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("a notify socket");
     let mountpoint = dir.path().join("mnt");
     let state_dir = dir.path().join("state");
-    let work = dir.path().join("work");
-    std::fs::create_dir(&mountpoint).expect("mount point");
-    std::fs::create_dir(&work).expect("work dir");
-    let config_path = dir.path().join("config.json");
-    std::fs::write(&config_path, CONFIG).expect("config");
-    let supervisor_args = |command: &mut Command| {
-        command
-            .arg("mount")
-            .arg(&mountpoint)
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--state-dir")
-            .arg(&state_dir)
-            .current_dir(&work)
-            .env("NOTIFY_SOCKET", &socket_path)
-            .env("PERMFS_LOG", "warn,fuser=error")
-            .stdin(Stdio::null());
-    };
-    let mut first = Command::new(env!("CARGO_BIN_EXE_permfs"));
-    supervisor_args(&mut first);
-    let first = first.spawn().expect("permfs mount starts");
+    let first = start_under_systemd(dir.path(), &socket_path, &[]);
     let mut daemon = Daemon {
         child: Some(first),
         mountpoint: mountpoint.clone(),
@@ -880,26 +934,11 @@ fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
     );
 
     // "systemd" starts the unit again, passing the descriptor as fd 3.
-    let stored_fd = std::os::fd::AsRawFd::as_raw_fd(&stored);
-    let mut again = Command::new("sh");
-    again
-        .arg("-c")
-        .arg(r#"LISTEN_PID=$$ exec "$0" "$@""#)
-        .arg(env!("CARGO_BIN_EXE_permfs"))
-        .env("LISTEN_FDS", "1")
-        .env("LISTEN_FDNAMES", "permfs-fuse");
-    supervisor_args(&mut again);
-    // SAFETY: dup2 is async-signal-safe; fd 3 is then the stored
-    // descriptor, without close-on-exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut again, move || {
-            if libc::dup2(stored_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    daemon.child = Some(again.spawn().expect("permfs mount starts again"));
+    daemon.child = Some(start_under_systemd(
+        daemon.dir.path(),
+        &socket_path,
+        &[("permfs-fuse", &stored)],
+    ));
     let (text, fds) = receive_notification(&socket);
     assert!(text.contains("FDSTORE=1"), "stored again: {text:?}");
     drop(fds);
@@ -934,4 +973,111 @@ fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
     );
     drop(stored);
     eventually("unmounted", || !common::is_mounted(&mountpoint));
+}
+
+/// Reads notifications until one contains every word of `wanted`; the
+/// descriptors that came with it.
+fn notification_with(
+    socket: &std::os::unix::net::UnixDatagram,
+    wanted: &[&str],
+) -> (String, Vec<std::os::fd::OwnedFd>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (text, fds) = receive_notification(socket);
+        // SAFETY: the descriptors were just received and are owned here.
+        let fds: Vec<std::os::fd::OwnedFd> = fds
+            .into_iter()
+            .map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            .collect();
+        if wanted.iter().all(|w| text.contains(w)) {
+            return (text, fds);
+        }
+        assert!(Instant::now() < deadline, "no notification with {wanted:?}");
+    }
+}
+
+/// Under systemd an enforcement view outlives the supervisor too: its
+/// connection goes into the store beside the mount's (`permfs-view-KEY`),
+/// and the supervisor started again with both serves it on. A program in
+/// the `permfs run` sandbox reads, writes and lists in its view and holds
+/// a file open throughout, and sees no error; when its session ends the
+/// view's connection is taken out of the store.
+#[test]
+fn under_systemd_a_view_outlives_its_supervisor() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !common::bwrap_works() {
+        eprintln!("skipped: needs root and bubblewrap");
+        return;
+    }
+    let (dir, socket) = systemd_dir(r#"{"permission": {"*": "ask"}}"#);
+    let socket_path = dir.path().join("notify");
+    let first = start_under_systemd(dir.path(), &socket_path, &[]);
+    let mut daemon = Daemon {
+        child: Some(first),
+        mountpoint: dir.path().join("mnt"),
+        state_dir: dir.path().join("state"),
+        dir,
+    };
+    let (_, mut fds) = notification_with(&socket, &["FDSTORE=1", "FDNAME=permfs-fuse"]);
+    let fuse = fds.pop().expect("the mount's descriptor");
+    eventually("the mount serves", || {
+        daemon.session("main").join("session.json").exists()
+    });
+    let work = common::work_dir(&daemon);
+    std::fs::write(work.join("a.txt"), "hello\n").expect("a.txt");
+    let script = r#"
+      exec 3<a.txt
+      errors=0; n=0
+      while [ ! -e stop ]; do
+        n=$((n+1))
+        [ "$(cat a.txt)" = hello ] || { errors=$((errors+1)); echo "read failed at $n" >&2; }
+        echo $n > out || { errors=$((errors+1)); echo "write failed at $n" >&2; }
+        ls >/dev/null || { errors=$((errors+1)); echo "ls failed at $n" >&2; }
+      done
+      echo loops=$n errors=$errors held=$(cat <&3)
+    "#;
+    let child = common::permfs_run(&daemon, &[])
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    let mut running = common::Running(child);
+    let (text, mut fds) = notification_with(&socket, &["FDSTORE=1", "FDNAME=permfs-view-"]);
+    let name = text
+        .lines()
+        .find_map(|l| l.strip_prefix("FDNAME="))
+        .expect("a name")
+        .to_string();
+    let view = fds.pop().expect("the view's descriptor");
+    std::thread::sleep(Duration::from_millis(300));
+    // The view's node log and its definition are the owner's alone.
+    assert_state_is_the_owners_alone(&daemon.state_dir, &[".nodes", ".json.views"]);
+
+    let old_server = daemon.server_pid();
+    let mut old = daemon.child.take().expect("the supervisor");
+    old.kill().expect("the supervisor is SIGKILLed");
+    let _ = old.wait();
+    eventually("its server died with it", || {
+        !Path::new(&format!("/proc/{old_server}")).exists()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    daemon.child = Some(start_under_systemd(
+        daemon.dir.path(),
+        &socket_path,
+        &[("permfs-fuse", &fuse), (&name, &view)],
+    ));
+    notification_with(&socket, &["FDSTORE=1", &format!("FDNAME={name}")]);
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(work.join("stop"), "").expect("stop");
+    let (status, out) = running.finish();
+    assert!(status.success(), "{out}");
+    assert!(out.contains("errors=0"), "no call failed: {out}");
+    assert!(out.contains("held=hello"), "the held file reads on: {out}");
+    assert!(!out.contains("loops=0 "), "{out}");
+    // The session ended with `permfs run`: the view leaves the store.
+    notification_with(&socket, &["FDSTOREREMOVE=1", &format!("FDNAME={name}")]);
+    let stopped = daemon.stop().expect("stopped");
+    assert!(stopped.success(), "{stopped:?}");
+    drop((fuse, view));
+    eventually("unmounted", || !common::is_mounted(&daemon.mountpoint));
 }

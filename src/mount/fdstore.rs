@@ -66,15 +66,45 @@ pub fn store(fuse: &OwnedFd) -> std::io::Result<bool> {
 /// Takes the descriptor back out of systemd's store: a deliberate stop
 /// unmounts, and a stored descriptor would keep the connection alive.
 pub fn remove() {
-    if let Err(error) = notify(&format!("FDSTOREREMOVE=1\nFDNAME={FD_NAME}\n"), &[]) {
-        tracing::warn!(%error, "cannot take the FUSE descriptor out of systemd's store");
+    remove_named(FD_NAME);
+}
+
+fn remove_named(name: &str) {
+    if let Err(error) = notify(&format!("FDSTOREREMOVE=1\nFDNAME={name}\n"), &[]) {
+        tracing::warn!(%error, name, "cannot take a FUSE descriptor out of systemd's store");
     }
 }
 
-/// The FUSE descriptor systemd passed back to this process, if any (the
-/// `LISTEN_*` variables are then removed, so no child reads them). Only a
-/// character device is taken.
-pub fn take_stored() -> Option<OwnedFd> {
+/// The prefix of an enforcement view's descriptor's name in the store;
+/// the view's key follows.
+const VIEW_PREFIX: &str = "permfs-view-";
+
+/// Puts view `key`'s connection in systemd's store (beside the mount's),
+/// so the view outlives the supervisor too. Whether systemd was told.
+pub fn store_view(key: &str, fd: &OwnedFd) -> std::io::Result<bool> {
+    notify(
+        &format!("FDSTORE=1\nFDNAME={VIEW_PREFIX}{key}\n"),
+        &[fd.as_raw_fd()],
+    )
+}
+
+/// Takes view `key`'s connection out of systemd's store (the view ended).
+pub fn remove_view(key: &str) {
+    remove_named(&format!("{VIEW_PREFIX}{key}"));
+}
+
+/// What systemd passed back to this process.
+pub struct Stored {
+    /// The mount's connection.
+    pub fuse: OwnedFd,
+    /// The enforcement views' connections, by key.
+    pub views: Vec<(String, OwnedFd)>,
+}
+
+/// The FUSE descriptors systemd passed back to this process, if the
+/// mount's is among them (the `LISTEN_*` variables are then removed, so no
+/// child reads them). Only character devices are taken.
+pub fn take_stored() -> Option<Stored> {
     let pid = std::env::var("LISTEN_PID").ok()?;
     if pid.trim() != std::process::id().to_string() {
         return None;
@@ -89,18 +119,39 @@ pub fn take_stored() -> Option<OwnedFd> {
         std::env::remove_var("LISTEN_FDS");
         std::env::remove_var("LISTEN_FDNAMES");
     }
-    let index = names.split(':').position(|name| name == FD_NAME)?;
-    let index = RawFd::try_from(index).ok()?;
-    if index >= count {
-        return None;
+    let mut fuse = None;
+    let mut views = Vec::new();
+    for (index, name) in names.split(':').enumerate() {
+        let Ok(index) = RawFd::try_from(index) else {
+            break;
+        };
+        if index >= count {
+            break;
+        }
+        let view = name.strip_prefix(VIEW_PREFIX);
+        if name != FD_NAME && view.is_none() {
+            continue;
+        }
+        let Some(fd) = take_device(LISTEN_FDS_START + index, name) else {
+            continue;
+        };
+        match view {
+            Some(key) => views.push((key.to_string(), fd)),
+            None => fuse = Some(fd),
+        }
     }
-    let fd = LISTEN_FDS_START + index;
+    Some(Stored { fuse: fuse?, views })
+}
+
+/// Descriptor `fd` passed by systemd under `name`, if it is a device.
+fn take_device(fd: RawFd, name: &str) -> Option<OwnedFd> {
     // SAFETY: fstat on a descriptor number; a closed one fails.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::fstat(fd, &mut stat) } != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFCHR {
         tracing::warn!(
             fd,
-            "systemd passed a {FD_NAME} descriptor that is not a device: ignored"
+            name,
+            "systemd passed a descriptor that is not a device: ignored"
         );
         return None;
     }
@@ -111,6 +162,47 @@ pub fn take_stored() -> Option<OwnedFd> {
     // SAFETY: fcntl on a descriptor this process owns.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     Some(owned)
+}
+
+/// Where the definitions of the views whose connections are in systemd's
+/// store are kept, for the mount whose status file is `status`.
+pub fn views_path(status: &Path) -> PathBuf {
+    let mut path = status.as_os_str().to_owned();
+    path.push(".views");
+    PathBuf::from(path)
+}
+
+/// Writes `definitions` (one JSON text each) to `path`, owner-only,
+/// replacing what was there at once (a temporary file renamed over it).
+pub fn save_views(path: &Path, definitions: &[&str]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = path.with_extension("views.tmp");
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)?;
+    let mut text = String::new();
+    for definition in definitions {
+        text.push_str(definition);
+        text.push('\n');
+    }
+    file.write_all(text.as_bytes())?;
+    std::fs::rename(&temporary, path)
+}
+
+/// The definitions kept at `path` (none when it is missing).
+pub fn load_views(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Where the inode key of the mount whose status file is `status` is kept.

@@ -333,6 +333,9 @@ struct Supervisor {
     stops: libc::sigset_t,
     /// The enforcement views' connections, held for the next server.
     views: Vec<KeptView>,
+    /// The mount's connection is in systemd's store: the views' go there
+    /// too.
+    systemd: bool,
 }
 
 /// A view's connection the supervisor holds (`keeper.rs`).
@@ -341,6 +344,24 @@ struct KeptView {
     definition: String,
     mountpoint: Option<PathBuf>,
     fd: OwnedFd,
+}
+
+impl KeptView {
+    /// A view as its definition says (`None`: one without a key).
+    fn new(definition: String, fd: OwnedFd) -> Option<Self> {
+        let parsed: serde_json::Value = serde_json::from_str(&definition).unwrap_or_default();
+        let Some(key) = parsed["key"].as_str().map(str::to_string) else {
+            tracing::warn!(%definition, "a view without a key is not kept");
+            return None;
+        };
+        let mountpoint = parsed["mountpoint"].as_str().map(PathBuf::from);
+        Some(Self {
+            key,
+            definition,
+            mountpoint,
+            fd,
+        })
+    }
 }
 
 /// Waits up to `wait` for SIGINT or SIGTERM (blocked in `stops`).
@@ -459,30 +480,49 @@ impl Supervisor {
     /// Takes what `server` said of its views: connections to keep, views
     /// that ended.
     fn collect_views(&mut self, keeper: &OwnedFd) {
+        let mut kept: Vec<String> = Vec::new();
+        let mut dropped: Vec<String> = Vec::new();
         for message in super::keeper::drain(keeper) {
             match message {
                 super::keeper::Kept::Keep { definition, fd } => {
-                    let parsed: serde_json::Value =
-                        serde_json::from_str(&definition).unwrap_or_default();
-                    let Some(key) = parsed["key"].as_str().map(str::to_string) else {
-                        tracing::warn!(%definition, "a view without a key is not kept");
+                    let Some(view) = KeptView::new(definition, fd) else {
                         continue;
                     };
-                    let mountpoint = parsed["mountpoint"].as_str().map(PathBuf::from);
-                    self.views.retain(|v| v.key != key);
-                    tracing::debug!(%key, "keeping a view's connection");
-                    self.views.push(KeptView {
-                        key,
-                        definition,
-                        mountpoint,
-                        fd,
-                    });
+                    tracing::debug!(key = %view.key, "keeping a view's connection");
+                    self.views.retain(|v| v.key != view.key);
+                    kept.push(view.key.clone());
+                    self.views.push(view);
                 }
                 super::keeper::Kept::Drop { key } => {
                     tracing::debug!(%key, "a view ended: its connection is let go");
                     self.views.retain(|v| v.key != key);
+                    kept.retain(|k| *k != key);
+                    dropped.push(key);
                 }
             }
+        }
+        if self.systemd && !(kept.is_empty() && dropped.is_empty()) {
+            self.store_views(&kept, &dropped);
+        }
+    }
+
+    /// Under systemd: the definitions of the views held now beside the
+    /// status file first, then the connections of `kept` into the store
+    /// and those of `dropped` out of it.
+    fn store_views(&self, kept: &[String], dropped: &[String]) {
+        let path = super::fdstore::views_path(&status_path(&self.state_dir, &self.mountpoint));
+        let definitions: Vec<&str> = self.views.iter().map(|v| v.definition.as_str()).collect();
+        if let Err(error) = super::fdstore::save_views(&path, &definitions) {
+            tracing::warn!(%error, path = %path.display(), "cannot keep the views' definitions: they end with this supervisor");
+            return;
+        }
+        for view in self.views.iter().filter(|v| kept.contains(&v.key)) {
+            if let Err(error) = super::fdstore::store_view(&view.key, &view.fd) {
+                tracing::warn!(%error, key = %view.key, "a view's connection cannot be put in systemd's store");
+            }
+        }
+        for key in dropped {
+            super::fdstore::remove_view(key);
         }
     }
 
@@ -671,11 +711,15 @@ pub fn run(options: MountOptions) -> i32 {
     // Run by systemd again after this supervisor died: the connection it
     // kept in its store is taken over, not mounted anew.
     if let Some(stored) = super::fdstore::take_stored() {
+        let view_keys: Vec<String> = stored.views.iter().map(|(k, _)| k.clone()).collect();
         match resume_stored(&options, &mountpoint, stored) {
             Ok(resumed) => return supervise(resumed),
             Err(reason) => {
                 tracing::error!(%reason, "the FUSE descriptor systemd kept cannot be taken over: the mount is made afresh");
                 super::fdstore::remove();
+                for key in &view_keys {
+                    super::fdstore::remove_view(key);
+                }
                 let _ = nix::mount::umount2(&mountpoint, nix::mount::MntFlags::MNT_DETACH);
             }
         }
@@ -732,6 +776,7 @@ pub fn run(options: MountOptions) -> i32 {
         upgrades: 0,
         initialized: false,
         views: Vec::new(),
+        systemd: false,
     };
     supervise(supervisor)
 }
@@ -741,8 +786,9 @@ pub fn run(options: MountOptions) -> i32 {
 fn resume_stored(
     options: &MountOptions,
     mountpoint: &Path,
-    fuse: OwnedFd,
+    stored: super::fdstore::Stored,
 ) -> Result<Supervisor, String> {
+    let super::fdstore::Stored { fuse, views } = stored;
     if !is_fuse_mount(mountpoint) {
         return Err(format!("{} is not mounted", mountpoint.display()));
     }
@@ -755,6 +801,22 @@ fn resume_stored(
         std::env::current_exe().map_err(|e| format!("cannot find its own executable: {e}"))?;
     let _ = supervisor_signals();
     tracing::info!(mountpoint = %mountpoint.display(), "taking over the connection systemd kept");
+    let status = status_path(&state_dir, &mountpoint);
+    let definitions = super::fdstore::load_views(&super::fdstore::views_path(&status));
+    let mut kept = Vec::new();
+    for (key, fd) in views {
+        let definition = definitions
+            .iter()
+            .find_map(|d| KeptView::new(d.clone(), fd.try_clone().ok()?).filter(|v| v.key == key));
+        match definition {
+            Some(view) => kept.push(view),
+            None => {
+                tracing::warn!(%key, "systemd kept a view's connection without its definition: detached");
+                let _ = fusermount::unmount_lazily(&state_dir.join("views").join(&key));
+                super::fdstore::remove_view(&key);
+            }
+        }
+    }
     Ok(Supervisor {
         stops: stop_signals(),
         options: options.clone(),
@@ -767,7 +829,8 @@ fn resume_stored(
         restarts: 0,
         upgrades: 0,
         initialized: true,
-        views: Vec::new(),
+        views: kept,
+        systemd: false,
     })
 }
 
@@ -797,7 +860,15 @@ fn supervise(mut supervisor: Supervisor) -> i32 {
         let stored = super::fdstore::save_key(&key_path, &supervisor.key.0)
             .and_then(|()| super::fdstore::store(&supervisor.fuse));
         match stored {
-            Ok(_) => tracing::info!("the FUSE descriptor is in systemd's store"),
+            Ok(_) => {
+                tracing::info!("the FUSE descriptor is in systemd's store");
+                supervisor.systemd = true;
+                // Views handed over from a previous supervisor.
+                let keys: Vec<String> = supervisor.views.iter().map(|v| v.key.clone()).collect();
+                if !keys.is_empty() {
+                    supervisor.store_views(&keys, &[]);
+                }
+            }
             Err(error) => {
                 tracing::warn!(%error, "the FUSE descriptor cannot be put in systemd's store: the mount ends with this process")
             }
@@ -885,11 +956,17 @@ impl Supervisor {
         }
         let status = status_path(&self.state_dir, &self.mountpoint);
         let _ = std::fs::remove_file(super::fdstore::key_path(&status));
-        let _ = std::fs::remove_file(status);
+        let _ = std::fs::remove_file(&status);
         super::fdstore::remove();
         // Views the server did not end itself (it was killed, or died):
         // detached, their connections let go.
+        if self.systemd {
+            let _ = std::fs::remove_file(super::fdstore::views_path(&status));
+        }
         for view in self.views {
+            if self.systemd {
+                super::fdstore::remove_view(&view.key);
+            }
             if let Some(mountpoint) = &view.mountpoint {
                 if let Err(error) = fusermount::unmount_lazily(mountpoint) {
                     tracing::warn!(%error, mountpoint = %mountpoint.display(), "a view could not be detached");
