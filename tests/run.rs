@@ -8,10 +8,12 @@
 
 mod common;
 
-use common::{bwrap_works, eventually, permfs_run, run_script, work_dir as work, Daemon, Running};
+use common::{
+    bwrap_works, eventually, permfs_run, run_in_background, run_script, work_dir as work, Daemon,
+};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}"#;
 
@@ -31,16 +33,6 @@ fn is_root() -> bool {
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// Starts `script` in the sandbox in the background, its output piped.
-fn start_script(daemon: &Daemon, args: &[&str], script: &str) -> Running {
-    let child = permfs_run(daemon, args)
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    Running(child)
 }
 
 /// Each line `key=value` of the script's output, as a lookup.
@@ -225,7 +217,7 @@ fn the_command_cannot_decide_its_own_ask() {
         touch tried
         echo "answer=$(tr -d '\n ' < /permfs/outbox/p.response)"
     "#;
-    let mut running = start_script(&daemon, &["--name", "boxed", "--interactive"], script);
+    let mut running = run_in_background(&daemon, &["--name", "boxed", "--interactive"], script);
     eventually("the ask waits in the child's own inbox", || {
         daemon.session("main/boxed").join("inbox").is_dir() && daemon.inbox("main/boxed").len() == 1
     });
@@ -271,7 +263,7 @@ fn a_signal_is_forwarded_and_the_session_still_ends() {
         return;
     };
     let work = work(&daemon);
-    let mut running = start_script(
+    let mut running = run_in_background(
         &daemon,
         &["--name", "sig"],
         "trap 'exit 3' TERM; touch started; sleep 30 & wait",
@@ -291,7 +283,7 @@ fn a_permfs_run_killed_by_sigkill_leaves_no_session() {
         return;
     };
     let work = work(&daemon);
-    let mut running = start_script(&daemon, &["--name", "killed"], "touch started; sleep 30");
+    let mut running = run_in_background(&daemon, &["--name", "killed"], "touch started; sleep 30");
     eventually("the command runs", || work.join("started").exists());
     assert_eq!(daemon.children("main"), vec!["killed".to_string()]);
     // SAFETY: signalling our own child; SIGKILL runs none of its cleanup.

@@ -446,14 +446,7 @@ fn an_upgrade_under_load_replaces_the_server_without_unmounting() {
         .collect();
     std::thread::sleep(Duration::from_millis(200));
     let before = daemon.status();
-    let upgrade = Command::new(env!("CARGO_BIN_EXE_permfs"))
-        .args(["mount", "--upgrade"])
-        .arg(&daemon.mountpoint)
-        .arg("--state-dir")
-        .arg(&daemon.state_dir)
-        .output()
-        .expect("permfs mount --upgrade runs");
-    assert!(upgrade.status.success(), "{upgrade:?}");
+    daemon.upgrade();
     let after = daemon.status();
     assert_eq!(after["supervisor"]["pid"], before["supervisor"]["pid"]);
     assert_ne!(after["server"]["pid"], before["server"]["pid"]);
@@ -867,6 +860,18 @@ fn start_under_systemd(
     command.spawn().expect("permfs mount starts")
 }
 
+/// SIGKILLs the supervisor (as systemd would see it die) and waits until
+/// its server died with it.
+fn kill_supervisor(daemon: &mut Daemon) {
+    let old_server = daemon.server_pid();
+    let mut old = daemon.child.take().expect("the supervisor");
+    old.kill().expect("the supervisor is SIGKILLed");
+    let _ = old.wait();
+    eventually("its server died with it", || {
+        !Path::new(&format!("/proc/{old_server}")).exists()
+    });
+}
+
 /// A directory laid out for [`start_under_systemd`]: `mnt`, `state`,
 /// `work`, `config.json` (with `config`), and the notification socket.
 fn systemd_dir(config: &str) -> (tempfile::TempDir, std::os::unix::net::UnixDatagram) {
@@ -921,13 +926,7 @@ fn under_systemd_the_mount_outlives_its_supervisor_through_the_fd_store() {
     eventually("the undecided ask waits in main's inbox", || {
         daemon.inbox("main").len() == 1
     });
-    let old_server = daemon.server_pid();
-    let mut old = daemon.child.take().expect("the supervisor");
-    old.kill().expect("the supervisor is SIGKILLed");
-    let _ = old.wait();
-    eventually("its server died with it", || {
-        !Path::new(&format!("/proc/{old_server}")).exists()
-    });
+    kill_supervisor(&mut daemon);
     assert!(
         common::is_mounted(&mountpoint),
         "the mount lives on in the stored descriptor"
@@ -1036,12 +1035,7 @@ fn under_systemd_a_view_outlives_its_supervisor() {
       done
       echo loops=$n errors=$errors held=$(cat <&3)
     "#;
-    let child = common::permfs_run(&daemon, &[])
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = common::Running(child);
+    let mut running = common::run_in_background(&daemon, &[], script);
     let (text, mut fds) = notification_with(&socket, &["FDSTORE=1", "FDNAME=permfs-view-"]);
     let name = text
         .lines()
@@ -1053,13 +1047,7 @@ fn under_systemd_a_view_outlives_its_supervisor() {
     // The view's node log and its definition are the owner's alone.
     assert_state_is_the_owners_alone(&daemon.state_dir, &[".nodes", ".json.views"]);
 
-    let old_server = daemon.server_pid();
-    let mut old = daemon.child.take().expect("the supervisor");
-    old.kill().expect("the supervisor is SIGKILLed");
-    let _ = old.wait();
-    eventually("its server died with it", || {
-        !Path::new(&format!("/proc/{old_server}")).exists()
-    });
+    kill_supervisor(&mut daemon);
     std::thread::sleep(Duration::from_millis(200));
     daemon.child = Some(start_under_systemd(
         daemon.dir.path(),

@@ -12,10 +12,10 @@
 
 mod common;
 
-use common::{bwrap_works, eventually, permfs_run, run_script, work_dir as work, Daemon, Running};
+use common::{bwrap_works, eventually, run_in_background, run_script, work_dir as work, Daemon};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"{
@@ -324,12 +324,7 @@ fn an_open_that_asks_waits_for_a_person_and_a_grant_answers_the_next() {
       step 5; echo "revoked=$(cat x.ask 2>/dev/null || echo refused)"
       echo done=1
     "#;
-    let child = permfs_run(&daemon, &[])
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = Running(child);
+    let mut running = run_in_background(&daemon, &[], script);
     let step = |n: u32| std::fs::write(&marker, n.to_string()).expect("step");
 
     step(1);
@@ -451,12 +446,7 @@ fn a_file_replaced_on_the_host_is_read_afresh() {
       while [ ! -e replaced ]; do sleep 0.05; done
       echo "after=$(cat a.txt)"
     "#;
-    let child = permfs_run(&daemon, &[])
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = Running(child);
+    let mut running = run_in_background(&daemon, &[], script);
     eventually("the sandbox read the file once", || {
         work.join("ready").exists()
     });
@@ -561,12 +551,7 @@ fn outlives_its_server(env: &[(&str, &str)]) {
       echo "asked=$(cat x.ask 2>/dev/null || echo refused)"
       echo done=1
     "#;
-    let child = permfs_run(&daemon, &[])
-        .args(["--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("permfs run starts");
-    let mut running = Running(child);
+    let mut running = run_in_background(&daemon, &[], script);
     let step = |n: u32| std::fs::write(&marker, n.to_string()).expect("step");
     eventually("the sandbox's view is mounted", || {
         std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| m.contains("permfs-view"))
@@ -580,14 +565,7 @@ fn outlives_its_server(env: &[(&str, &str)]) {
     }
     // An upgrade hands the views over the same way.
     std::thread::sleep(Duration::from_millis(600));
-    let upgrade = Command::new(env!("CARGO_BIN_EXE_permfs"))
-        .args(["mount", "--upgrade"])
-        .arg(&daemon.mountpoint)
-        .arg("--state-dir")
-        .arg(&daemon.state_dir)
-        .output()
-        .expect("permfs mount --upgrade runs");
-    assert!(upgrade.status.success(), "{upgrade:?}");
+    daemon.upgrade();
     servers.push(daemon.server_pid());
     std::thread::sleep(Duration::from_millis(600));
     step(2);

@@ -15,6 +15,13 @@ kill, while a thread reads session.json in a loop: the pause is the
 longest read during the upgrade (the new server is started and reads its
 config while the old one serves; the old one is then SIGKILLed and the
 new one takes over), against the median read outside upgrades.
+
+With --view (root and bubblewrap), the reader is a program in a `permfs
+run` sandbox that opens, reads and closes a file in its enforcement view
+in a loop (every open is judged by the server); the pause is the longest
+such read that overlaps each SIGKILL, against the loop's median read.
+
+    scripts/bench/restart.py --view [--count 20]
 """
 
 import threading
@@ -74,6 +81,48 @@ def upgrade_rounds(binary, mount, state, target, args, alive, paused):
         time.sleep(args.interval)
 
 
+VIEW_LOOP = r"""
+import json, os, statistics, time
+starts, durations = [], []
+while not os.path.exists("stop"):
+    start = time.monotonic_ns()
+    with open("a.txt", "rb") as f:
+        f.read()
+    end = time.monotonic_ns()
+    starts.append(start)
+    durations.append(end - start)
+slow = [[s, d] for s, d in zip(starts, durations) if d > 500_000]
+print(json.dumps({"median": statistics.median(durations), "reads": len(durations), "slow": slow}))
+"""
+
+
+def view_rounds(binary, mount, state, tmp, args, alive, paused):
+    """SIGKILLs the server args.count times under a reader in a view."""
+    work = os.path.join(tmp, "work")
+    Path(work, "a.txt").write_text("hello\n")
+    runner = subprocess.Popen(
+        [binary, "run", "--mount", mount, "--", "python3", "-c", VIEW_LOOP],
+        cwd=work, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        env={**os.environ, "PERMFS_LOG": "error"},
+    )
+    time.sleep(1.5)
+    kills = []
+    for _ in range(args.count):
+        pid = status(binary, mount, state)["server"]["pid"]
+        kills.append(time.monotonic_ns())
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(args.interval)
+    Path(work, "stop").write_text("")
+    out, _ = runner.communicate(timeout=60)
+    if runner.returncode != 0:
+        sys.exit(f"the reader in the view failed: {runner.returncode}")
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    alive.append(report["median"])
+    for kill in kills:
+        overlapping = [d for s, d in report["slow"] if s <= kill + 1_000_000_000 and s + d >= kill]
+        paused.append(max(overlapping, default=report["median"]))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=20)
@@ -81,6 +130,7 @@ def main():
     # (the supervisor's crash-loop guard); --interval 0.2 measures that.
     parser.add_argument("--interval", type=float, default=1.2)
     parser.add_argument("--upgrade", action="store_true", help="time `permfs mount --upgrade` instead of a SIGKILL")
+    parser.add_argument("--view", action="store_true", help="the reader is a program in a `permfs run` view")
     args = parser.parse_args()
     binary = str(permfs_binary())
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,9 +138,11 @@ def main():
         os.mkdir(mount)
         config = os.path.join(tmp, "config.json")
         Path(config).write_text('{"permission": {"bash": "allow"}}')
+        # The daemon's cwd is main's: the view's reader runs there.
+        os.mkdir(os.path.join(tmp, "work"))
         daemon = subprocess.Popen(
             [binary, "mount", mount, "--config", config, "--state-dir", state],
-            env={**os.environ, "PERMFS_LOG": "error"},
+            env={**os.environ, "PERMFS_LOG": "error"}, cwd=os.path.join(tmp, "work"),
         )
         try:
             target = os.path.join(mount, "sessions", "main", "session.json")
@@ -102,7 +154,9 @@ def main():
             alive, paused = [], []
             if args.upgrade:
                 upgrade_rounds(binary, mount, state, target, args, alive, paused)
-            for _ in range(0 if args.upgrade else args.count):
+            if args.view:
+                view_rounds(binary, mount, state, tmp, args, alive, paused)
+            for _ in range(0 if args.upgrade or args.view else args.count):
                 for _ in range(5):
                     alive.append(timed_read(target))
                 pid = status(binary, mount, state)["server"]["pid"]
@@ -121,8 +175,11 @@ def main():
     print(machine())
     a, p = statistics.median(alive), statistics.median(paused)
     print(f"restarts {restarts}")
-    print(f"read, server alive: median {a / 1e3:.0f} us, p90 {pct(alive, 90) / 1e3:.0f} us")
+    where = "in the view" if args.view else "of session.json"
+    print(f"read {where}, server alive: median {a / 1e3:.0f} us, p90 {pct(alive, 90) / 1e3:.0f} us")
     what = "longest read during an upgrade" if args.upgrade else "read from SIGKILL of the server"
+    if args.view:
+        what = "longest read in the view overlapping a SIGKILL"
     print(f"{what}: median {p / 1e6:.1f} ms, p90 {pct(paused, 90) / 1e6:.1f} ms, max {max(paused) / 1e6:.1f} ms")
     print(f"ratio {p / a:.0f}x")
 

@@ -172,23 +172,30 @@ pub fn views_path(status: &Path) -> PathBuf {
     PathBuf::from(path)
 }
 
-/// Writes `definitions` (one JSON text each) to `path`, owner-only,
-/// replacing what was there at once (a temporary file renamed over it).
+/// Writes `definitions` (one JSON text each) to `path`, owner-only.
 pub fn save_views(path: &Path, definitions: &[&str]) -> std::io::Result<()> {
+    let mut text = String::new();
+    for definition in definitions {
+        text.push_str(definition);
+        text.push('\n');
+    }
+    replace_owner_only(path, &text)
+}
+
+/// Writes `text` to `path`, owner-only, replacing what was there at once
+/// (a temporary file beside it, renamed over it).
+pub fn replace_owner_only(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let temporary = path.with_extension("views.tmp");
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
     let _ = std::fs::remove_file(&temporary);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&temporary)?;
-    let mut text = String::new();
-    for definition in definitions {
-        text.push_str(definition);
-        text.push('\n');
-    }
     file.write_all(text.as_bytes())?;
     std::fs::rename(&temporary, path)
 }

@@ -22,6 +22,46 @@ fn helper() -> std::ffi::OsString {
     std::env::var_os("FUSERMOUNT_PATH").unwrap_or_else(|| "fusermount3".into())
 }
 
+/// Mounts FUSE filesystem `name` (its `fsname` and subtype) at
+/// `mountpoint` with `options` besides, and returns the `/dev/fuse`
+/// descriptor that serves it: with `mount(2)` as root (no setuid programs,
+/// no devices, open to every uid: the filesystem checks who asks), through
+/// `fusermount3` otherwise (`allow_other` only when asked for).
+pub fn mount_as(
+    mountpoint: &Path,
+    name: &str,
+    options: &[&str],
+    owner: u32,
+    allow_other: bool,
+) -> Result<OwnedFd> {
+    if owner != 0 {
+        let mut all = vec![format!("fsname={name}"), format!("subtype={name}")];
+        all.extend(options.iter().map(|o| o.to_string()));
+        if allow_other {
+            all.push("allow_other".into());
+        }
+        return mount(mountpoint, &all.join(","));
+    }
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let fd = OwnedFd::from(device);
+    let mut data = format!("fd={},rootmode=40000,user_id=0,group_id=0", fd.as_raw_fd());
+    for option in options.iter().chain(&["allow_other"]) {
+        data.push(',');
+        data.push_str(option);
+    }
+    nix::mount::mount(
+        Some(name),
+        mountpoint,
+        Some(format!("fuse.{name}").as_str()),
+        nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOSUID,
+        Some(data.as_str()),
+    )?;
+    Ok(fd)
+}
+
 /// Mounts a FUSE filesystem at `mountpoint` with `options` (comma
 /// separated, as `mount -o` takes them) and returns the `/dev/fuse`
 /// descriptor that serves it.

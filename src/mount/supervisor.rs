@@ -29,7 +29,6 @@ use super::nodes::InodeKey;
 use super::{clean_dead_mount, default_state_dir, fusermount, is_fuse_mount, MountOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -556,15 +555,7 @@ impl Supervisor {
             }
             // Owner-only like everything else in the state dir: pids, the
             // binary and the mount are nobody else's business.
-            let temporary = path.with_extension("json.tmp");
-            let _ = std::fs::remove_file(&temporary);
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temporary)?;
-            file.write_all(format!("{status}\n").as_bytes())?;
-            std::fs::rename(&temporary, &path)
+            super::fdstore::replace_owner_only(&path, &format!("{status}\n"))
         };
         if let Err(error) = write() {
             tracing::warn!(%error, path = %path.display(), "cannot write the status file");
@@ -641,30 +632,7 @@ fn stop_signals() -> libc::sigset_t {
 
 /// Mounts and returns the `/dev/fuse` descriptor that serves the mount.
 fn mount(mountpoint: &Path, owner: u32, allow_other: bool) -> std::io::Result<OwnedFd> {
-    let mut options = vec!["fsname=permfs", "subtype=permfs"];
-    if owner == 0 || allow_other {
-        options.push("allow_other");
-    }
-    if owner != 0 {
-        return fusermount::mount(mountpoint, &options.join(","));
-    }
-    let device = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")?;
-    let fd = OwnedFd::from(device);
-    let data = format!(
-        "fd={},rootmode=40000,user_id=0,group_id=0,allow_other",
-        fd.as_raw_fd()
-    );
-    nix::mount::mount(
-        Some("permfs"),
-        mountpoint,
-        Some("fuse.permfs"),
-        nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOSUID,
-        Some(data.as_str()),
-    )?;
-    Ok(fd)
+    fusermount::mount_as(mountpoint, "permfs", &[], owner, owner == 0 || allow_other)
 }
 
 /// Unmounts (lazily when something still holds it); the exit code.

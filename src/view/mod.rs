@@ -33,7 +33,7 @@ pub use fs::ViewFs;
 use crate::mount::keeper::Keeper;
 use crate::session::Authority;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -421,37 +421,13 @@ fn open_root(root: &Path) -> Result<OwnedFd, String> {
         .map_err(|e| format!("view root {}: {e}", root.display()))
 }
 
-/// Mounts a view at `mountpoint` and returns its `/dev/fuse` descriptor:
-/// with `mount(2)` as root (no setuid programs, no devices), through
-/// `fusermount3` otherwise.
+/// Mounts a view at `mountpoint` and returns its `/dev/fuse` descriptor.
 fn mount_fd(mountpoint: &Path, owner: u32, allow_other: bool) -> std::io::Result<OwnedFd> {
-    let others = owner == 0 || allow_other;
-    if owner != 0 {
-        let mut options = vec![
-            "fsname=permfs-view",
-            "subtype=permfs-view",
-            "default_permissions",
-        ];
-        if others {
-            options.push("allow_other");
-        }
-        return crate::mount::fusermount::mount(mountpoint, &options.join(","));
-    }
-    let device = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")?;
-    let fd = OwnedFd::from(device);
-    let data = format!(
-        "fd={},rootmode=40000,user_id=0,group_id=0,default_permissions,allow_other",
-        fd.as_raw_fd()
-    );
-    nix::mount::mount(
-        Some("permfs-view"),
+    crate::mount::fusermount::mount_as(
         mountpoint,
-        Some("fuse.permfs-view"),
-        nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOSUID,
-        Some(data.as_str()),
-    )?;
-    Ok(fd)
+        "permfs-view",
+        &["default_permissions"],
+        owner,
+        allow_other,
+    )
 }

@@ -120,6 +120,19 @@ impl Daemon {
         Self::start_full(config, None, "main", None, &[], None, env)
     }
 
+    /// `permfs mount --upgrade`: a server of the binary on disk replaces
+    /// the one that serves; asserts it did.
+    pub fn upgrade(&self) {
+        let upgrade = Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .args(["mount", "--upgrade"])
+            .arg(&self.mountpoint)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .output()
+            .expect("permfs mount --upgrade runs");
+        assert!(upgrade.status.success(), "{upgrade:?}");
+    }
+
     fn start_full(
         config: &str,
         cwd: Option<&Path>,
@@ -373,6 +386,17 @@ pub fn run_script(daemon: &Daemon, args: &[&str], script: &str) -> Output {
         .args(["--", "sh", "-c", script])
         .output()
         .expect("permfs run runs")
+}
+
+/// `script` run with `sh` in a `permfs run` sandbox in the background, its
+/// standard output piped (read by [`Running::finish`]).
+pub fn run_in_background(daemon: &Daemon, args: &[&str], script: &str) -> Running {
+    let child = permfs_run(daemon, args)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("permfs run starts");
+    Running(child)
 }
 
 /// A `permfs run` in the background, killed (and so its sandbox, which
