@@ -619,6 +619,22 @@ fn a_stopped_daemon_is_denied_by_the_hooks_own_deadline() {
     let pid = daemon.server_pid() as i32;
     // SAFETY: signalling the daemon this test started.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
+    // Stopped through and through before the hook starts: a request a
+    // thread read in the moment before it stopped would be waited for
+    // uninterruptibly by the kernel, and no process with a thread in that
+    // wait can exit (not even on the watchdog's deadline).
+    eventually("every thread of the server is stopped", || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks.flatten().all(|task| {
+                    std::fs::read_to_string(task.path().join("stat"))
+                        .ok()
+                        .and_then(|stat| stat.rsplit(')').next().map(|r| r.trim().starts_with('T')))
+                        .unwrap_or(false)
+                })
+            })
+            .unwrap_or(false)
+    });
     let started = std::time::Instant::now();
     let output = hook_with_timeout(&daemon.mountpoint, &event, 1);
     let took = started.elapsed();
