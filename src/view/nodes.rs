@@ -97,7 +97,9 @@ impl Nodes {
         let mut order: Vec<u64> = logged.keys().copied().filter(|i| *i != ROOT).collect();
         order.sort_unstable();
         for &ino in &order {
-            let Some(entry) = logged.get(&ino) else {
+            // A name the kernel could never have sent (a `/`, `..`) is no
+            // node's: the log is the owner's, but a name is a path step.
+            let Some(entry) = logged.get(&ino).filter(|e| is_plain_name(&e.name)) else {
                 continue;
             };
             self.nodes.insert(
@@ -398,6 +400,42 @@ mod tests {
         nodes.forget(f, 2);
         assert!(nodes.get(f).is_none());
         assert_eq!(nodes.path(f), None);
+    }
+
+    #[test]
+    fn a_restored_table_keeps_the_numbers_and_finds_names_parents_first() {
+        use super::super::nodelog::Logged;
+        let logged: HashMap<u64, Logged> = [
+            // A directory renamed under one made after it: opened after
+            // its new parent all the same.
+            (5, Logged { parent: 9, name: "d".into(), named: true }),
+            (9, Logged { parent: ROOT, name: "top".into(), named: true }),
+            (6, Logged { parent: 5, name: "f".into(), named: true }),
+            (7, Logged { parent: ROOT, name: "old".into(), named: false }),
+            (8, Logged { parent: ROOT, name: "..".into(), named: true }),
+        ]
+        .into_iter()
+        .collect();
+        let mut nodes = Nodes::new("/w".into(), fd(), (1, 1));
+        let found = std::cell::RefCell::new(Vec::new());
+        nodes.restore(&logged, |_, name| {
+            found.borrow_mut().push(name.to_os_string());
+            let dir = (name != "f").then(fd);
+            Some(((1, 100), dir))
+        });
+        assert_eq!(nodes.path(6).as_deref(), Some(Path::new("/w/top/d/f")));
+        assert_eq!(
+            *found.borrow(),
+            ["top", "d", "f"].map(OsString::from),
+            "parents first; an unnamed node is not looked for"
+        );
+        assert!(nodes.get(7).is_some() && nodes.get(8).is_none());
+        // New numbers start above the restored ones; a restored node is
+        // not forgotten by the kernel's counts.
+        let new = nodes.looked_up(ROOT, OsStr::new("new"), (1, 2), None);
+        assert_eq!(new, 10);
+        nodes.forget(6, 1_000);
+        assert!(nodes.get(6).is_some());
     }
 
     #[test]
