@@ -623,18 +623,7 @@ fn a_stopped_daemon_is_denied_by_the_hooks_own_deadline() {
     // thread read in the moment before it stopped would be waited for
     // uninterruptibly by the kernel, and no process with a thread in that
     // wait can exit (not even on the watchdog's deadline).
-    eventually("every thread of the server is stopped", || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks.flatten().all(|task| {
-                    std::fs::read_to_string(task.path().join("stat"))
-                        .ok()
-                        .and_then(|stat| stat.rsplit(')').next().map(|r| r.trim().starts_with('T')))
-                        .unwrap_or(false)
-                })
-            })
-            .unwrap_or(false)
-    });
+    eventually("every thread of the server is stopped", || all_stopped(pid));
     let started = std::time::Instant::now();
     let output = hook_with_timeout(&daemon.mountpoint, &event, 1);
     let took = started.elapsed();
@@ -650,6 +639,62 @@ fn a_stopped_daemon_is_denied_by_the_hooks_own_deadline() {
         reason,
         "exit 2 shows the reason on stderr"
     );
+}
+
+/// Every thread of process `pid` is stopped.
+fn all_stopped(pid: i32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks.flatten().all(|task| {
+                std::fs::read_to_string(task.path().join("stat"))
+                    .ok()
+                    .and_then(|stat| stat.rsplit(')').next().map(|r| r.trim().starts_with('T')))
+                    .unwrap_or(false)
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// The server stops while the hook's read of its answer waits for a
+/// person. A signal to a process reading from FUSE makes the kernel send
+/// an interrupt and then wait, uninterruptibly, for the server to answer
+/// it: a stopped (or hung) server would hold the hook past the agent's
+/// own timeout, which does not block the call. So the hook reads in a
+/// child process that holds none of the agent's pipes, and itself still
+/// answers deny at its deadline and exits.
+#[test]
+fn a_server_stopped_mid_ask_cannot_hold_the_hook_past_its_deadline() {
+    let daemon = Daemon::start(CONFIG, None);
+    let cwd = work(&daemon);
+    let event = fixture(
+        "codex-pre-tool-use-bash.json",
+        &[("SESSION", "h2"), ("CWD", &cwd), ("COMMAND", "make deploy")],
+    );
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let mount = daemon.mountpoint.clone();
+    std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let output = hook_with_timeout(&mount, &event, 2);
+        let _ = sender.send((output, started.elapsed()));
+    });
+    eventually("the hook's ask waits in main's inbox", || {
+        daemon.inbox("main").len() == 1
+    });
+    let pid = daemon.server_pid() as i32;
+    // SAFETY: signalling the server of the daemon this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    eventually("every thread of the server is stopped", || all_stopped(pid));
+    let answered = receiver.recv_timeout(std::time::Duration::from_secs(10));
+    // SAFETY: as above; the server must run again for the test to end.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let (output, took) = answered.expect("the hook answered while the server was stopped");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let (decision, reason) = answer_of(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("no answer within 2s"), "{reason}");
+    // Running again, the server hears the interrupt: the ask is withdrawn.
+    eventually("the ask is withdrawn", || daemon.inbox("main").is_empty());
 }
 
 /// `--print-config` refuses a binary path it cannot write as one word.

@@ -308,22 +308,153 @@ fn handle(args: &HookArgs) -> Outcome {
             ),
         );
     }
-    let fixed = std::env::var("PERMFS_SESSION")
-        .ok()
-        .filter(|s| !s.is_empty());
-    // In a `permfs run` sandbox $PERMFS_SESSION is the session's directory
-    // (`/permfs`), and the mount itself is not there.
-    let (tree, fixed) = match fixed {
-        Some(dir) if dir.starts_with('/') => (
-            MountClient::inside(PathBuf::from(dir)),
-            Some(".".to_string()),
-        ),
-        fixed => (MountClient::from_arg(args.mount.clone()), fixed),
+    in_worker(|| {
+        let fixed = std::env::var("PERMFS_SESSION")
+            .ok()
+            .filter(|s| !s.is_empty());
+        // In a `permfs run` sandbox $PERMFS_SESSION is the session's
+        // directory (`/permfs`), and the mount itself is not there.
+        let (tree, fixed) = match fixed {
+            Some(dir) if dir.starts_with('/') => (
+                MountClient::inside(PathBuf::from(dir)),
+                Some(".".to_string()),
+            ),
+            fixed => (MountClient::from_arg(args.mount.clone()), fixed),
+        };
+        let client = Client { tree };
+        match act(&client, &args.parent, fixed.as_deref(), &event) {
+            Ok(outcome) => outcome,
+            Err(reason) => Outcome::Failed(format!("permfs hook: {reason}")),
+        }
+    })
+}
+
+/// Runs `work`, everything that touches the mount, in a child process,
+/// and returns what it decided.
+///
+/// Why a process: a signal to a process blocked on a FUSE request makes
+/// the kernel send the server an interrupt and then wait for the server's
+/// answer *uninterruptibly*; not even `SIGKILL` ends that wait. A server
+/// that is stopped or hung would so hold the hook, its watchdog's exit
+/// included, past the agent's own hook timeout, and an agent's timeout
+/// does not block the call: the one way a hook would fail open. The child
+/// holds none of the agent's pipes (its standard streams are
+/// `/dev/null`; the answer comes back through a pipe of its own) and dies
+/// with the hook (`PR_SET_PDEATHSIG`), so the hook itself, which only
+/// waits on that pipe, always answers and exits by its deadline; a child
+/// stuck in the kernel ends when the server answers (or its mount goes).
+fn in_worker(work: impl FnOnce() -> Outcome) -> Outcome {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the two descriptors it is given room for.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Outcome::Failed(format!(
+            "permfs hook: cannot make a pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: pipe2 just made these two descriptors, owned here alone.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: getpid cannot fail.
+    let hook = unsafe { libc::getpid() };
+    // SAFETY: the child runs `work` and leaves with `_exit`; the only other
+    // thread here (the watchdog) sleeps, and glibc keeps `malloc` usable
+    // in the child of a fork.
+    match unsafe { libc::fork() } {
+        -1 => Outcome::Failed(format!(
+            "permfs hook: cannot start its worker: {}",
+            std::io::Error::last_os_error()
+        )),
+        0 => {
+            drop(reader);
+            detach_from_agent(hook);
+            let answer = encode(&work());
+            let mut pipe = std::fs::File::from(writer);
+            let _ = pipe.write_all(answer.as_bytes());
+            drop(pipe);
+            // SAFETY: ends the child without running the hook's atexit
+            // handlers or flushing its (inherited) buffers.
+            unsafe { libc::_exit(0) }
+        }
+        worker => {
+            drop(writer);
+            let mut answer = String::new();
+            let read = std::fs::File::from(reader).read_to_string(&mut answer);
+            let mut status = 0;
+            // SAFETY: reaps the child just forked.
+            unsafe { libc::waitpid(worker, &mut status, 0) };
+            match read.ok().and_then(|_| decode(&answer)) {
+                Some(outcome) => outcome,
+                None => Outcome::Failed(
+                    "permfs hook: its worker ended without an answer (it crashed?): the call is blocked"
+                        .into(),
+                ),
+            }
+        }
+    }
+}
+
+/// In the worker: standard streams to `/dev/null` (nothing the agent waits
+/// on stays open here), and death with the hook (`hook` its pid: a hook
+/// that died before this line leaves nothing to answer).
+fn detach_from_agent(hook: libc::pid_t) {
+    // SAFETY: plain system calls on this process's own descriptors.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        for fd in 0..3 {
+            if null < 0 || libc::dup2(null, fd) < 0 {
+                libc::close(fd);
+            }
+        }
+        if null > 2 {
+            libc::close(null);
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != hook {
+            libc::_exit(0);
+        }
+    }
+}
+
+/// The worker's outcome as text for the pipe: a tag, the reason's length
+/// in bytes, `:`, the reason.
+fn encode(outcome: &Outcome) -> String {
+    let (tag, reason) = match outcome {
+        Outcome::Decided {
+            allow: true,
+            reason,
+        } => ('A', reason.as_str()),
+        Outcome::Decided {
+            allow: false,
+            reason,
+        } => ('D', reason.as_str()),
+        Outcome::Done => ('N', ""),
+        Outcome::Failed(reason) => ('F', reason.as_str()),
     };
-    let client = Client { tree };
-    match act(&client, &args.parent, fixed.as_deref(), &event) {
-        Ok(outcome) => outcome,
-        Err(reason) => Outcome::Failed(format!("permfs hook: {reason}")),
+    format!("{tag}{}:{reason}", reason.len())
+}
+
+/// [`encode`] undone; `None` for anything else, such as the part of an
+/// answer a worker wrote before it died.
+fn decode(text: &str) -> Option<Outcome> {
+    let tag = text.chars().next()?;
+    let (length, reason) = text.get(1..)?.split_once(':')?;
+    if length.parse::<usize>().ok()? != reason.len() {
+        return None;
+    }
+    let reason = reason.to_string();
+    match tag {
+        'A' => Some(Outcome::Decided {
+            allow: true,
+            reason,
+        }),
+        'D' => Some(Outcome::Decided {
+            allow: false,
+            reason,
+        }),
+        'N' if reason.is_empty() => Some(Outcome::Done),
+        'F' => Some(Outcome::Failed(reason)),
+        _ => None,
     }
 }
 
@@ -617,6 +748,31 @@ mod tests {
         assert!(!allow(json!({"approved": false, "outcome": "allow"})));
         assert!(!allow(json!({"outcome": "allow"})));
         assert!(!allow(json!({})));
+    }
+
+    #[test]
+    fn the_workers_answer_survives_the_pipe_and_a_torn_one_is_none() {
+        for outcome in [
+            Outcome::Decided {
+                allow: true,
+                reason: "rule bash \"git *\"\nat main".into(),
+            },
+            Outcome::Decided {
+                allow: false,
+                reason: String::new(),
+            },
+            Outcome::Done,
+            Outcome::Failed("no mount".into()),
+        ] {
+            let text = encode(&outcome);
+            assert_eq!(decode(&text).map(|o| encode(&o)), Some(text.clone()));
+            // Cut anywhere, it is no answer (never an allow).
+            for cut in 0..text.len() {
+                if let Some(part) = text.get(..cut) {
+                    assert!(decode(part).is_none(), "{part:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -408,11 +408,46 @@ mod tests {
         let logged: HashMap<u64, Logged> = [
             // A directory renamed under one made after it: opened after
             // its new parent all the same.
-            (5, Logged { parent: 9, name: "d".into(), named: true }),
-            (9, Logged { parent: ROOT, name: "top".into(), named: true }),
-            (6, Logged { parent: 5, name: "f".into(), named: true }),
-            (7, Logged { parent: ROOT, name: "old".into(), named: false }),
-            (8, Logged { parent: ROOT, name: "..".into(), named: true }),
+            (
+                5,
+                Logged {
+                    parent: 9,
+                    name: "d".into(),
+                    named: true,
+                },
+            ),
+            (
+                9,
+                Logged {
+                    parent: ROOT,
+                    name: "top".into(),
+                    named: true,
+                },
+            ),
+            (
+                6,
+                Logged {
+                    parent: 5,
+                    name: "f".into(),
+                    named: true,
+                },
+            ),
+            (
+                7,
+                Logged {
+                    parent: ROOT,
+                    name: "old".into(),
+                    named: false,
+                },
+            ),
+            (
+                8,
+                Logged {
+                    parent: ROOT,
+                    name: "..".into(),
+                    named: true,
+                },
+            ),
         ]
         .into_iter()
         .collect();
