@@ -644,9 +644,15 @@ impl World {
     /// `permfs hook install <cli> --mount …`, as a person would, run by
     /// the binary the hooks will name.
     fn install_hooks(&self) {
+        self.install_hooks_with(&[]);
+    }
+
+    /// [`Self::install_hooks`] with more arguments to `permfs hook install`.
+    fn install_hooks_with(&self, args: &[&str]) {
         let output = Command::new(&self.permfs)
             .args(["hook", "install", self.cli.name(), "--mount"])
             .arg(&self.daemon.mountpoint)
+            .args(args)
             .env("HOME", self.home.path())
             .env("CODEX_HOME", self.codex_home())
             .output()
@@ -991,6 +997,41 @@ fn a_daemon_killed_while_the_ask_waits_blocks_the_call() {
         assert!(
             result.contains("permfs") && !result.contains("notes-content"),
             "{}: the call was blocked with permfs's reason: {result}",
+            cli.name()
+        );
+    });
+}
+
+/// The server stops (`SIGSTOP`: a frozen or hung server) while the hook
+/// waits for a person. The kernel then holds whatever process waits on the
+/// mount uninterruptibly; the hook's worker is that process, and the hook
+/// itself still blocks the call at its deadline (here 3 s), well before
+/// the agent's own timeout, which would let it run.
+#[test]
+fn a_server_stopped_while_the_ask_waits_blocks_the_call() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat notes.txt") else {
+            return;
+        };
+        std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+        world.install_hooks_with(&["--timeout-secs", "3"]);
+        let server = world.daemon.server_pid() as i32;
+        let started = Instant::now();
+        let result = while_it_waits(&world, |_| {
+            // SAFETY: the server is this test's own daemon's.
+            unsafe { libc::kill(server, libc::SIGSTOP) };
+        });
+        let took = started.elapsed();
+        // SAFETY: as above; the daemon must run again to stop.
+        unsafe { libc::kill(server, libc::SIGCONT) };
+        assert!(
+            result.contains("no answer within 3s") && !result.contains("notes-content"),
+            "{}: the call was blocked by the hook's deadline: {result}",
+            cli.name()
+        );
+        assert!(
+            took < Duration::from_secs(60),
+            "{}: blocked before the agent's own timeout: {took:?}",
             cli.name()
         );
     });
