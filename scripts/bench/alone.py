@@ -2,7 +2,7 @@
 """Two permfs binaries, one mounted at a time: what a change cost the ask.
 
     scripts/bench/alone.py --old /path/to/old/permfs [--new target/release/permfs]
-                           [--asks 3000] [--repetitions 5]
+                           [--asks 3000] [--repetitions 5] [--two-file]
 
 versus.py mounts both binaries at once; on this 2-core VM the two daemons
 then compete for the CPUs, and work one does after answering (a `RELEASE`
@@ -11,7 +11,9 @@ next call, so its ratios measure contention as much as cost. Here each
 repetition mounts the old binary alone, runs `--asks` rule-answered
 one-descriptor asks (outbox/<rid> opened read-write: write `git status`,
 read the answer, close) from one thread, unmounts, then does the same
-with the new one (the order alternates between repetitions). For each it
+with the new one (the order alternates between repetitions); with
+--two-file, the two-file ask instead (create, write and close
+<rid>.request, then open, read and close <rid>.response). For each it
 reports the median ask, and what the daemon (supervisor and server, every
 thread) spent per ask: CPU time (user + system) and context switches.
 Prints per-repetition figures, medians over repetitions, and new/old
@@ -54,27 +56,34 @@ def usage(pids: list[int]) -> tuple[int, int]:
     return ticks, switches
 
 
-def one(binary: str, asks: int) -> dict:
+def exchange(outbox: int, rid: str, body: bytes) -> bytes:
+    fd = os.open(rid, os.O_RDWR | os.O_CREAT, dir_fd=outbox)
+    os.write(fd, body)
+    answer = b.read_all(fd)
+    os.close(fd)
+    return answer
+
+
+def two_file(outbox: int, rid: str, body: bytes) -> bytes:
+    b.submit(outbox, rid, body)
+    return b.response(outbox, rid)
+
+
+def one(binary: str, asks: int, ask) -> dict:
     os.environ["PERMFS_BIN"] = binary
     body = b.request_bytes("git status")
     with b.Mount(config=CONFIG, limits=False) as m:
         outbox = os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY)
         pids = daemon_pids(m.pid)
         for i in range(200):  # warm-up
-            fd = os.open(f"w{i}", os.O_RDWR | os.O_CREAT, dir_fd=outbox)
-            os.write(fd, body)
-            b.read_all(fd)
-            os.close(fd)
+            ask(outbox, f"w{i}", body)
         time.sleep(0.1)
         ticks0, switches0 = usage(pids)
         times = []
         answer = b""
         for i in range(asks):
             start = time.perf_counter_ns()
-            fd = os.open(f"x{i}", os.O_RDWR | os.O_CREAT, dir_fd=outbox)
-            os.write(fd, body)
-            answer = b.read_all(fd)
-            os.close(fd)
+            answer = ask(outbox, f"x{i}", body)
             times.append(time.perf_counter_ns() - start)
         # What the daemon does after the last close (its RELEASE) counts.
         time.sleep(0.1)
@@ -96,7 +105,9 @@ def main():
     parser.add_argument("--new", default="target/release/permfs")
     parser.add_argument("--asks", type=int, default=3000)
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--two-file", action="store_true", help="the two-file ask, not the exchange")
     args = parser.parse_args()
+    ask = two_file if args.two_file else exchange
     print(b.machine())
     runs = {"old": [], "new": []}
     for rep in range(args.repetitions):
@@ -104,7 +115,7 @@ def main():
         order = ("old", "new") if rep % 2 == 0 else ("new", "old")
         for side in order:
             binary = args.old if side == "old" else args.new
-            runs[side].append(one(binary, args.asks))
+            runs[side].append(one(binary, args.asks, ask))
         print(
             f"repetition {rep + 1}: machine busy {busy:.0f}% before; "
             + "; ".join(
@@ -122,7 +133,7 @@ def main():
         m = med[side]
         print(f"  {side}: ask {m['ask']:.1f} us, daemon cpu {m['cpu']:.1f} us per ask, {m['switches']:.2f} switches per ask")
     print(
-        f"summary: alone: new/old ask {med['new']['ask'] / med['old']['ask']:.2f}x, "
+        f"summary: alone ({'two-file' if args.two_file else 'exchange'}): new/old ask {med['new']['ask'] / med['old']['ask']:.2f}x, "
         f"daemon cpu {med['new']['cpu'] / med['old']['cpu']:.2f}x, "
         f"switches {med['new']['switches'] / med['old']['switches']:.2f}x"
     )

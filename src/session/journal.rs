@@ -37,10 +37,14 @@
 //! written with their chunk (up to `RELEASE_CHUNK` in one transaction),
 //! before their audit line, which comes before they are delivered. A
 //! rule-answered ask is written once, answered: it was never seen
-//! pending. Its delete at close is held back to ride with the next commit
+//! pending, so it is no SQLite row but a line of the journal's answers
+//! log (`answer_log.rs`: one append instead of a transaction, read back
+//! with the rows). Its delete at close is held back to ride with the next commit
 //! (`persist::HOLD_DELETES`), so such an ask costs one commit, not two.
 
+use super::answer_log::{AnswerLog, LoggedAnswer};
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -107,6 +111,14 @@ pub struct AskRow {
 pub struct Journal {
     path: PathBuf,
     connection: Mutex<Connection>,
+    /// Answers of asks never pending (`answer_log.rs`), and the asks that
+    /// have SQLite rows. Taken before `connection` wherever both are.
+    side: Mutex<Side>,
+}
+
+struct Side {
+    answers: AnswerLog,
+    in_sqlite: HashSet<String>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -187,10 +199,21 @@ impl Journal {
         connection
             .execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))
             .map_err(|e| fail("cannot be created", e))?;
+        let answers = AnswerLog::open(state_dir, sync)?;
         Ok(Self {
             path,
             connection: Mutex::new(connection),
+            side: Mutex::new(Side {
+                answers,
+                in_sqlite: HashSet::new(),
+            }),
         })
+    }
+
+    fn side(&self) -> std::sync::MutexGuard<'_, Side> {
+        self.side
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn path(&self) -> &Path {
@@ -203,13 +226,15 @@ impl Journal {
         let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
         let mut wal = self.path.clone().into_os_string();
         wal.push("-wal");
-        size(&self.path) + size(Path::new(&wal))
+        let answers = self.side().answers.path().to_path_buf();
+        size(&self.path) + size(Path::new(&wal)) + size(&answers)
     }
 
     /// Caps the journal at its present size (`true`) or lifts the cap: what
     /// a full disk does to it (`SQLITE_FULL`), for tests of failing closed.
     #[doc(hidden)]
     pub fn simulate_full(&self, full: bool) -> Result<(), String> {
+        self.side().answers.simulate_full(full);
         let connection = self
             .connection
             .lock()
@@ -229,8 +254,74 @@ impl Journal {
             .map_err(|e| e.to_string())
     }
 
-    /// Writes `ops` in one transaction: all of them or none.
+    /// Writes `ops`: the answers of asks that have no SQLite row (they were
+    /// never pending) and their deletes to the answers log, the rest in one
+    /// SQLite transaction, all of it or none; the transaction first, so an
+    /// answer is never on record beside a failed change it came with.
     pub(super) fn write(&self, ops: &[Op]) -> Result<(), String> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut side = self.side();
+        let mut to_sqlite: Vec<&Op> = Vec::with_capacity(ops.len());
+        let mut answers: Vec<(String, LoggedAnswer)> = Vec::new();
+        let mut deletes: Vec<String> = Vec::new();
+        let mut rows_added: Vec<&str> = Vec::new();
+        let mut rows_gone: Vec<&str> = Vec::new();
+        for op in ops {
+            match op {
+                Op::PutAsk {
+                    id,
+                    origin,
+                    rid,
+                    answered: true,
+                    body,
+                    request_len,
+                } if !side.in_sqlite.contains(id) && !rows_added.contains(&id.as_str()) => {
+                    match std::str::from_utf8(body) {
+                        Ok(body) => answers.push((
+                            id.clone(),
+                            LoggedAnswer {
+                                origin: origin.clone(),
+                                rid: rid.clone(),
+                                request_len: *request_len,
+                                body: body.to_string(),
+                            },
+                        )),
+                        Err(_) => {
+                            rows_added.push(id);
+                            to_sqlite.push(op);
+                        }
+                    }
+                }
+                Op::PutAsk { id, .. } => {
+                    rows_added.push(id);
+                    to_sqlite.push(op);
+                }
+                Op::DeleteAsk { id }
+                    if side.answers.holds(id) || answers.iter().any(|(a, _)| a == id) =>
+                {
+                    deletes.push(id.clone());
+                }
+                Op::DeleteAsk { id } => {
+                    rows_gone.push(id);
+                    to_sqlite.push(op);
+                }
+                Op::PutSession { .. } | Op::DeleteSession { .. } => to_sqlite.push(op),
+            }
+        }
+        self.write_sqlite(&to_sqlite)?;
+        for id in rows_added {
+            side.in_sqlite.insert(id.to_string());
+        }
+        for id in rows_gone {
+            side.in_sqlite.remove(id);
+        }
+        side.answers.append(answers, deletes)
+    }
+
+    /// Writes `ops` in one SQLite transaction: all of them or none.
+    fn write_sqlite(&self, ops: &[&Op]) -> Result<(), String> {
         if ops.is_empty() {
             return Ok(());
         }
@@ -242,7 +333,7 @@ impl Journal {
             .transaction()
             .map_err(|e| format!("the journal cannot be written: {e}"))?;
         for op in ops {
-            let done = match op {
+            let done = match *op {
                 Op::PutSession { id, body } => transaction
                     .prepare_cached(
                         "INSERT INTO sessions (id, body) VALUES (?1, ?2)
@@ -287,8 +378,10 @@ impl Journal {
             .map_err(|e| format!("the journal cannot be committed: {e}"))
     }
 
-    /// Everything the journal holds.
+    /// Everything the journal holds: its SQLite rows, then the answers in
+    /// its answers log.
     pub fn load(&self) -> Result<Snapshot, String> {
+        let mut side = self.side();
         let connection = self
             .connection
             .lock()
@@ -323,12 +416,34 @@ impl Journal {
         for row in rows {
             snapshot.asks.push(row.map_err(fail)?);
         }
+        side.in_sqlite = snapshot.asks.iter().map(|row| row.id.clone()).collect();
+        let mut logged: Vec<(&String, &LoggedAnswer)> = side
+            .answers
+            .held()
+            .iter()
+            .filter(|(id, _)| !side.in_sqlite.contains(*id))
+            .collect();
+        // A stable order (the log's own is lost with its map).
+        logged.sort_by(|a, b| a.0.cmp(b.0));
+        let logged: Vec<AskRow> = logged
+            .into_iter()
+            .map(|(id, answer)| AskRow {
+                id: id.clone(),
+                origin: answer.origin.clone(),
+                rid: answer.rid.clone(),
+                answered: true,
+                body: answer.body.clone().into_bytes(),
+                request_len: answer.request_len,
+            })
+            .collect();
+        snapshot.asks.extend(logged);
         Ok(snapshot)
     }
 
     /// How many asks the journal holds (pending, answered), for tests and
     /// `permfs status`.
     pub fn counts(&self) -> Result<(u64, u64), String> {
+        let logged = self.side().answers.held().len() as u64;
         let connection = self
             .connection
             .lock()
@@ -344,7 +459,7 @@ impl Journal {
                 .map(|n| n.unwrap_or(0).max(0) as u64)
                 .map_err(|e| format!("the journal cannot be read: {e}"))
         };
-        Ok((count(false)?, count(true)?))
+        Ok((count(false)?, count(true)? + logged))
     }
 }
 
@@ -397,6 +512,48 @@ mod tests {
             .write(&[Op::DeleteAsk { id: "1.1-r".into() }])
             .expect("deleted");
         assert_eq!(journal.counts(), Ok((0, 0)));
+    }
+
+    #[test]
+    fn an_answer_never_pending_is_logged_beside_the_rows_and_read_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let journal = Journal::open(dir.path(), false).expect("opened");
+        let answered = |id: &str| Op::PutAsk {
+            id: id.into(),
+            origin: "main".into(),
+            rid: id.into(),
+            answered: true,
+            body: b"{\"outcome\": \"allow\"}".to_vec(),
+            request_len: 5,
+        };
+        journal
+            .write(&[answered("1.1-a"), answered("1.2-b")])
+            .expect("written");
+        journal
+            .write(&[Op::DeleteAsk { id: "1.1-a".into() }])
+            .expect("deleted");
+        assert_eq!(journal.counts(), Ok((0, 1)));
+        {
+            let connection = journal.connection.lock().expect("connection");
+            let rows: i64 = connection
+                .query_row("SELECT count(*) FROM asks", [], |row| row.get(0))
+                .expect("counted");
+            assert_eq!(rows, 0, "no SQLite row for an answer never pending");
+        }
+        drop(journal);
+        let journal = Journal::open(dir.path(), false).expect("reopened");
+        let snapshot = journal.load().expect("loaded");
+        assert_eq!(snapshot.asks.len(), 1);
+        let row = &snapshot.asks[0];
+        assert_eq!(
+            (row.id.as_str(), row.answered, row.request_len),
+            ("1.2-b", true, 5)
+        );
+        assert_eq!(row.body, b"{\"outcome\": \"allow\"}".to_vec());
+        // A full disk refuses the log too.
+        journal.simulate_full(true).expect("capped");
+        let error = journal.write(&[answered("1.3-c")]).expect_err("refused");
+        assert!(error.contains("full"), "{error}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! mount is a thin adapter over [`authority::Authority`].
 
 pub mod access;
+pub mod answer_log;
 pub mod ask;
 pub mod audit;
 pub mod authority;

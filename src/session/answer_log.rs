@@ -1,0 +1,301 @@
+//! The journal's append-only side: answers of asks that were never
+//! pending.
+//!
+//! An ask a rule (or a judge) answers when it is raised was never seen
+//! pending, so all the journal must keep of it is its answer, from before
+//! the answer is delivered until the ask is forgotten. As a SQLite row that
+//! was one transaction on the asker's path: two 4 KiB WAL frames (table and
+//! key index) and SQLite's own work, about 40 µs of a 200 µs ask on this
+//! machine (BENCHMARKS.md, row 26). Here it is one appended line, and its
+//! delete another; the same durability (the page cache keeps a `write(2)`
+//! across a `SIGKILL`, as it keeps SQLite's WAL under
+//! `synchronous=NORMAL`; with `--audit-sync` each append is followed by
+//! `fdatasync`), read back at the next start with the SQLite rows
+//! (`Journal::load`). An ask that was pending keeps its SQLite row, and
+//! its answer updates that row.
+//!
+//! Each line is one JSON array: `["a", id, origin, rid, request_len,
+//! body]` (the response's JSON text as a string) or `["d", id]`. A torn
+//! last line (a death mid-write) does not parse and is skipped, with the
+//! answer it would have held never delivered (delivery comes after the
+//! append returns). Past [`AnswerLog::LIMIT`] the file is rewritten with
+//! the answers still held.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The answers log's file in the state dir, beside the journal's.
+pub const ANSWER_LOG_FILE: &str = "journal.answers";
+
+/// An answer as the log holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedAnswer {
+    pub origin: String,
+    pub rid: String,
+    pub request_len: u64,
+    pub body: String,
+}
+
+pub struct AnswerLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// Bytes in the file, for the rewrite past [`Self::LIMIT`].
+    bytes: u64,
+    /// The answers held now (the log's meaning), by ask id.
+    held: HashMap<String, LoggedAnswer>,
+    /// Each append reaches the disk before it returns.
+    sync: bool,
+    /// A full disk, simulated for tests of failing closed.
+    full: bool,
+}
+
+impl AnswerLog {
+    /// Past this size the file is rewritten with what it holds.
+    pub const LIMIT: u64 = 8 << 20;
+
+    /// Reads the log in `state_dir` (a previous server's) and starts it
+    /// afresh with what it held; `Err` when it cannot be written.
+    pub fn open(state_dir: &Path, sync: bool) -> Result<Self, String> {
+        let path = state_dir.join(ANSWER_LOG_FILE);
+        let held = match std::fs::read_to_string(&path) {
+            Ok(text) => replay(&text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(error) => {
+                return Err(format!(
+                    "the journal's answers {} cannot be read: {error}",
+                    path.display()
+                ))
+            }
+        };
+        let mut log = Self {
+            path,
+            file: None,
+            bytes: 0,
+            held,
+            sync,
+            full: false,
+        };
+        log.rewrite()?;
+        Ok(log)
+    }
+
+    /// The answers held, by ask id.
+    pub fn held(&self) -> &HashMap<String, LoggedAnswer> {
+        &self.held
+    }
+
+    pub fn holds(&self, id: &str) -> bool {
+        self.held.contains_key(id)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn simulate_full(&mut self, full: bool) {
+        self.full = full;
+    }
+
+    /// Appends `answers` and `deletes` in one `write(2)`.
+    pub fn append(
+        &mut self,
+        answers: Vec<(String, LoggedAnswer)>,
+        deletes: Vec<String>,
+    ) -> Result<(), String> {
+        if answers.is_empty() && deletes.is_empty() {
+            return Ok(());
+        }
+        if self.full {
+            return Err("the journal cannot be written: database or disk is full".into());
+        }
+        if self.bytes > Self::LIMIT {
+            self.rewrite()?;
+        }
+        let mut text = String::new();
+        for (id, answer) in &answers {
+            text.push_str(&answer_line(id, answer));
+        }
+        for id in &deletes {
+            text.push_str(&delete_line(id));
+        }
+        let file = self.file.as_mut().ok_or_else(|| {
+            "the journal cannot be written: its answers log is closed".to_string()
+        })?;
+        let written = file.write_all(text.as_bytes()).and_then(|()| {
+            if self.sync {
+                file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(error) = written {
+            // What was written in part is a torn line; the next append
+            // starts on a line of its own.
+            let _ = file.write_all(b"\n");
+            return Err(format!("the journal cannot be written: {error}"));
+        }
+        self.bytes += text.len() as u64;
+        for (id, answer) in answers {
+            self.held.insert(id, answer);
+        }
+        for id in deletes {
+            self.held.remove(&id);
+        }
+        Ok(())
+    }
+
+    /// Replaces the file with what it holds (written aside, renamed over).
+    fn rewrite(&mut self) -> Result<(), String> {
+        let mut text = String::new();
+        for (id, answer) in &self.held {
+            text.push_str(&answer_line(id, answer));
+        }
+        let mut aside = self.path.as_os_str().to_owned();
+        aside.push(".new");
+        let aside = PathBuf::from(aside);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&aside)
+            .and_then(|mut f| {
+                f.set_len(0)?;
+                f.write_all(text.as_bytes())?;
+                if self.sync {
+                    f.sync_data()?;
+                }
+                std::fs::rename(&aside, &self.path)?;
+                Ok(f)
+            })
+            .map_err(|e| {
+                format!(
+                    "the journal's answers {} cannot be written: {e}",
+                    self.path.display()
+                )
+            })?;
+        self.file = Some(file);
+        self.bytes = text.len() as u64;
+        Ok(())
+    }
+}
+
+fn answer_line(id: &str, answer: &LoggedAnswer) -> String {
+    let line = serde_json::json!([
+        "a",
+        id,
+        answer.origin,
+        answer.rid,
+        answer.request_len,
+        answer.body
+    ]);
+    format!("{line}\n")
+}
+
+fn delete_line(id: &str) -> String {
+    format!("{}\n", serde_json::json!(["d", id]))
+}
+
+/// What the lines of `text` hold; lines that do not parse are skipped.
+fn replay(text: &str) -> HashMap<String, LoggedAnswer> {
+    let mut held = HashMap::new();
+    let mut deleted = HashSet::new();
+    for line in text.lines() {
+        let Ok(serde_json::Value::Array(fields)) = serde_json::from_str(line) else {
+            continue;
+        };
+        let text = |i: usize| fields.get(i).and_then(|f| f.as_str()).map(str::to_string);
+        match fields.first().and_then(|f| f.as_str()) {
+            Some("a") => {
+                let (Some(id), Some(origin), Some(rid), Some(request_len), Some(body)) = (
+                    text(1),
+                    text(2),
+                    text(3),
+                    fields.get(4).and_then(|f| f.as_u64()),
+                    text(5),
+                ) else {
+                    continue;
+                };
+                deleted.remove(&id);
+                held.insert(
+                    id,
+                    LoggedAnswer {
+                        origin,
+                        rid,
+                        request_len,
+                        body,
+                    },
+                );
+            }
+            Some("d") => {
+                if let Some(id) = text(1) {
+                    held.remove(&id);
+                    deleted.insert(id);
+                }
+            }
+            _ => {}
+        }
+    }
+    held
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(rid: &str) -> LoggedAnswer {
+        LoggedAnswer {
+            origin: "main".into(),
+            rid: rid.into(),
+            request_len: 12,
+            body: "{\n  \"outcome\": \"allow\"\n}".into(),
+        }
+    }
+
+    #[test]
+    fn answers_and_deletes_are_read_back_and_a_torn_line_is_skipped() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut log = AnswerLog::open(dir.path(), false).expect("opened");
+        log.append(
+            vec![("1.1-a".into(), answer("a")), ("1.2-b".into(), answer("b"))],
+            vec![],
+        )
+        .expect("appended");
+        log.append(vec![("1.3-c".into(), answer("c"))], vec!["1.1-a".into()])
+            .expect("appended");
+        drop(log);
+        // A death mid-write leaves part of a line.
+        let path = dir.path().join(ANSWER_LOG_FILE);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("file");
+        file.write_all(br#"["a","1.4-d","main","d",1,"{\n"#)
+            .expect("torn");
+        drop(file);
+        let log = AnswerLog::open(dir.path(), false).expect("reopened");
+        let mut ids: Vec<&String> = log.held().keys().collect();
+        ids.sort();
+        assert_eq!(ids, ["1.2-b", "1.3-c"]);
+        assert_eq!(log.held()["1.3-c"], answer("c"));
+        // Rewritten at open: only what is held.
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.lines().count(), 2, "{text}");
+        let mode = std::os::unix::fs::MetadataExt::mode(&std::fs::metadata(&path).expect("stat"));
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_full_disk_refuses_and_changes_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut log = AnswerLog::open(dir.path(), false).expect("opened");
+        log.simulate_full(true);
+        let error = log
+            .append(vec![("1.1-a".into(), answer("a"))], vec![])
+            .expect_err("refused");
+        assert!(error.contains("full"), "{error}");
+        assert!(log.held().is_empty());
+    }
+}
