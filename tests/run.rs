@@ -133,13 +133,18 @@ fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
     )
     .expect("asked");
     let state = daemon.state_dir.display().to_string();
-    for name in ["drafts.log", "journal.sqlite", "audit.log"] {
+    for name in [
+        "drafts.log",
+        "journal.sqlite",
+        "journal.answers",
+        "audit.log",
+    ] {
         assert!(daemon.state_dir.join(name).exists(), "{name} is there");
     }
     let server = daemon.server_pid();
     let script = format!(
         r#"
-        for f in drafts.log journal.sqlite audit.log epoch mounts; do
+        for f in drafts.log journal.sqlite journal.answers audit.log epoch mounts views; do
           [ -e '{state}'/$f ] && echo "$f=visible" || echo "$f=absent"
         done
         cat /proc/{server}/root{state}/drafts.log >/dev/null 2>&1 && echo proc=read || echo proc=refused
@@ -151,9 +156,11 @@ fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
     for name in [
         "drafts.log",
         "journal.sqlite",
+        "journal.answers",
         "audit.log",
         "epoch",
         "mounts",
+        "views",
     ] {
         assert_eq!(field(&out, name), Some("absent"), "{name}: {out}");
     }

@@ -303,6 +303,7 @@ fn the_state_dir_is_the_owners_alone() {
         &[
             "audit.log",
             "journal.sqlite",
+            "journal.answers",
             "drafts.log",
             "epoch",
             ".json",

@@ -15,8 +15,14 @@ use std::time::Duration;
 
 /// How long the mount may take to show its sessions and pending asks.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The journal's files (part A of issue 26: SQLite in WAL mode).
-const JOURNAL_FILES: [&str; 3] = ["journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm"];
+/// The journal's files (part A of issue 26: SQLite in WAL mode, and the
+/// answers log beside it).
+const JOURNAL_FILES: [&str; 4] = [
+    "journal.sqlite",
+    "journal.sqlite-wal",
+    "journal.sqlite-shm",
+    crate::session::answer_log::ANSWER_LOG_FILE,
+];
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {

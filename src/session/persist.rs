@@ -35,10 +35,10 @@ pub(super) struct Dirty {
 }
 
 /// How long `flush` may hold back a batch of nothing but deleted asks,
-/// for the next commit to carry. A rule-answered ask's row is written
-/// with its answer and deleted at its close: held, that delete rides with
-/// the next ask's answer, one commit an ask instead of two (BENCHMARKS.md,
-/// row 26). The expiry tick (`EXPIRE_INTERVAL`, 25 ms) writes what is
+/// for the next write to carry. A rule-answered ask is written with its
+/// answer and deleted at its close (lines of the journal's answers log,
+/// `answer_log.rs`): held, that delete rides with the next ask's answer,
+/// one write an ask instead of two (BENCHMARKS.md, row 26). The expiry tick (`EXPIRE_INTERVAL`, 25 ms) writes what is
 /// older, and a stop writes all (`Authority::sync_journal`). What a
 /// `SIGKILL` in that window costs: rows of asks already withdrawn come
 /// back at the restart as answered asks nobody holds, kept until
