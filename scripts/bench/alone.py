@@ -2,7 +2,7 @@
 """Two permfs binaries, one mounted at a time: what a change cost the ask.
 
     scripts/bench/alone.py --old /path/to/old/permfs [--new target/release/permfs]
-                           [--asks 3000] [--repetitions 5] [--two-file]
+                           [--asks 3000] [--repetitions 5] [--two-file | --person]
 
 versus.py mounts both binaries at once; on this 2-core VM the two daemons
 then compete for the CPUs, and work one does after answering (a `RELEASE`
@@ -13,7 +13,10 @@ one-descriptor asks (outbox/<rid> opened read-write: write `git status`,
 read the answer, close) from one thread, unmounts, then does the same
 with the new one (the order alternates between repetitions); with
 --two-file, the two-file ask instead (create, write and close
-<rid>.request, then open, read and close <rid>.response). For each it
+<rid>.request, then open, read and close <rid>.response); with --person,
+a person-answered exchange in one thread (write `make deploy`, left at
+`ask`; list main's inbox until its entry is there; write `allow` to it;
+read the answer; close). For each it
 reports the median ask, and what the daemon (supervisor and server, every
 thread) spent per ask: CPU time (user + system) and context switches.
 Prints per-repetition figures, medians over repetitions, and new/old
@@ -69,11 +72,30 @@ def two_file(outbox: int, rid: str, body: bytes) -> bytes:
     return b.response(outbox, rid)
 
 
-def one(binary: str, asks: int, ask) -> dict:
+def person(outbox: int, rid: str, _body: bytes, inbox: str) -> bytes:
+    fd = os.open(rid, os.O_RDWR | os.O_CREAT, dir_fd=outbox)
+    os.write(fd, b.request_bytes("make deploy"))
+    while not (entries := os.listdir(inbox)):
+        pass
+    with open(os.path.join(inbox, entries[0]), "w") as decision:
+        decision.write("allow")
+    answer = b.read_all(fd)
+    os.close(fd)
+    return answer
+
+
+def one(binary: str, asks: int, form) -> dict:
     os.environ["PERMFS_BIN"] = binary
     body = b.request_bytes("git status")
     with b.Mount(config=CONFIG, limits=False) as m:
         outbox = os.open(m.main / "outbox", os.O_RDONLY | os.O_DIRECTORY)
+        inbox = str(m.main / "inbox")
+
+        def ask(outbox, rid, body):
+            if form is person:
+                return person(outbox, rid, body, inbox)
+            return form(outbox, rid, body)
+
         pids = daemon_pids(m.pid)
         for i in range(200):  # warm-up
             ask(outbox, f"w{i}", body)
@@ -106,8 +128,10 @@ def main():
     parser.add_argument("--asks", type=int, default=3000)
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--two-file", action="store_true", help="the two-file ask, not the exchange")
+    parser.add_argument("--person", action="store_true", help="a person-answered exchange")
     args = parser.parse_args()
-    ask = two_file if args.two_file else exchange
+    ask = two_file if args.two_file else person if args.person else exchange
+    form = "two-file" if args.two_file else "person" if args.person else "exchange"
     print(b.machine())
     runs = {"old": [], "new": []}
     for rep in range(args.repetitions):
@@ -133,7 +157,7 @@ def main():
         m = med[side]
         print(f"  {side}: ask {m['ask']:.1f} us, daemon cpu {m['cpu']:.1f} us per ask, {m['switches']:.2f} switches per ask")
     print(
-        f"summary: alone ({'two-file' if args.two_file else 'exchange'}): new/old ask {med['new']['ask'] / med['old']['ask']:.2f}x, "
+        f"summary: alone ({form}): new/old ask {med['new']['ask'] / med['old']['ask']:.2f}x, "
         f"daemon cpu {med['new']['cpu'] / med['old']['cpu']:.2f}x, "
         f"switches {med['new']['switches'] / med['old']['switches']:.2f}x"
     )
