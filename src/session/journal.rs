@@ -200,13 +200,22 @@ impl Journal {
             .execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))
             .map_err(|e| fail("cannot be created", e))?;
         let answers = AnswerLog::open(state_dir, sync)?;
+        // Which asks have rows decides where their answers go, from the
+        // first write on (whether or not the journal is loaded first).
+        let in_sqlite = {
+            let mut ids = connection
+                .prepare("SELECT id FROM asks")
+                .map_err(|e| fail("cannot be read", e))?;
+            let rows = ids
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(|e| fail("cannot be read", e))?;
+            rows.collect::<Result<HashSet<String>, _>>()
+                .map_err(|e| fail("cannot be read", e))?
+        };
         Ok(Self {
             path,
             connection: Mutex::new(connection),
-            side: Mutex::new(Side {
-                answers,
-                in_sqlite: HashSet::new(),
-            }),
+            side: Mutex::new(Side { answers, in_sqlite }),
         })
     }
 
@@ -381,7 +390,7 @@ impl Journal {
     /// Everything the journal holds: its SQLite rows, then the answers in
     /// its answers log.
     pub fn load(&self) -> Result<Snapshot, String> {
-        let mut side = self.side();
+        let side = self.side();
         let connection = self
             .connection
             .lock()
@@ -416,7 +425,6 @@ impl Journal {
         for row in rows {
             snapshot.asks.push(row.map_err(fail)?);
         }
-        side.in_sqlite = snapshot.asks.iter().map(|row| row.id.clone()).collect();
         let mut logged: Vec<(&String, &LoggedAnswer)> = side
             .answers
             .held()
