@@ -274,8 +274,9 @@ impl Journal {
         let mut side = self.side();
         let mut to_sqlite: Vec<&Op> = Vec::with_capacity(ops.len());
         let mut answers: Vec<(String, LoggedAnswer)> = Vec::new();
+        let mut logged: HashSet<&str> = HashSet::new();
         let mut deletes: Vec<String> = Vec::new();
-        let mut rows_added: Vec<&str> = Vec::new();
+        let mut rows_added: HashSet<&str> = HashSet::new();
         let mut rows_gone: Vec<&str> = Vec::new();
         for op in ops {
             match op {
@@ -286,30 +287,31 @@ impl Journal {
                     answered: true,
                     body,
                     request_len,
-                } if !side.in_sqlite.contains(id) && !rows_added.contains(&id.as_str()) => {
+                } if !side.in_sqlite.contains(id) && !rows_added.contains(id.as_str()) => {
                     match std::str::from_utf8(body) {
-                        Ok(body) => answers.push((
-                            id.clone(),
-                            LoggedAnswer {
-                                origin: origin.clone(),
-                                rid: rid.clone(),
-                                request_len: *request_len,
-                                body: body.to_string(),
-                            },
-                        )),
+                        Ok(body) => {
+                            logged.insert(id);
+                            answers.push((
+                                id.clone(),
+                                LoggedAnswer {
+                                    origin: origin.clone(),
+                                    rid: rid.clone(),
+                                    request_len: *request_len,
+                                    body: body.to_string(),
+                                },
+                            ));
+                        }
                         Err(_) => {
-                            rows_added.push(id);
+                            rows_added.insert(id);
                             to_sqlite.push(op);
                         }
                     }
                 }
                 Op::PutAsk { id, .. } => {
-                    rows_added.push(id);
+                    rows_added.insert(id);
                     to_sqlite.push(op);
                 }
-                Op::DeleteAsk { id }
-                    if side.answers.holds(id) || answers.iter().any(|(a, _)| a == id) =>
-                {
+                Op::DeleteAsk { id } if side.answers.holds(id) || logged.contains(id.as_str()) => {
                     deletes.push(id.clone());
                 }
                 Op::DeleteAsk { id } => {

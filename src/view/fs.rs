@@ -162,15 +162,7 @@ impl ViewFs {
         }
         self.inner.nodes().restore(&logged.nodes, |dir, name| {
             let st = sys::stat_at(dir.as_raw_fd(), name).ok()?;
-            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-            let dir_fd = if is_dir {
-                Some(
-                    sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
-                        .ok()?,
-                )
-            } else {
-                None
-            };
+            let dir_fd = dir_fd_of(dir, name, &st).ok()?;
             Some(((st.st_dev, st.st_ino), dir_fd))
         });
         self.inner.passthrough.store(passthrough, Ordering::Relaxed);
@@ -211,6 +203,15 @@ impl ViewFs {
         let inner = Arc::clone(&self.inner);
         move || inner.passthrough.load(Ordering::Relaxed)
     }
+}
+
+/// An `O_PATH` descriptor of `name` in `dir` when `st` says it is a
+/// directory (a node's `dir`), `None` for anything else.
+fn dir_fd_of(dir: &OwnedFd, name: &OsStr, st: &libc::stat) -> std::io::Result<Option<OwnedFd>> {
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Ok(None);
+    }
+    sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0).map(Some)
 }
 
 fn io_errno(error: std::io::Error) -> Errno {
@@ -526,14 +527,7 @@ impl Inner {
         {
             return Ok(attr(ino, &st));
         }
-        let dir_fd = if is_dir {
-            Some(
-                sys::open_at(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)
-                    .map_err(io_errno)?,
-            )
-        } else {
-            None
-        };
+        let dir_fd = dir_fd_of(&dir, name, &st).map_err(io_errno)?;
         let ino = self
             .nodes()
             .looked_up(parent, name, (st.st_dev, st.st_ino), dir_fd);

@@ -335,6 +335,8 @@ impl Views {
         let session = session
             .spawn()
             .map_err(|e| format!("cannot serve it: {e}"))?;
+        // New keys carry this server's pid, but a pid comes round again:
+        // numbering above every kept key never makes a name already taken.
         let n: u64 = definition
             .key
             .split('-')
