@@ -649,14 +649,29 @@ impl World {
 
     /// [`Self::install_hooks`] with more arguments to `permfs hook install`.
     fn install_hooks_with(&self, args: &[&str]) {
-        let output = Command::new(&self.permfs)
-            .args(["hook", "install", self.cli.name(), "--mount"])
-            .arg(&self.daemon.mountpoint)
-            .args(args)
-            .env("HOME", self.home.path())
-            .env("CODEX_HOME", self.codex_home())
-            .output()
-            .expect("permfs hook install runs");
+        let run = || {
+            Command::new(&self.permfs)
+                .args(["hook", "install", self.cli.name(), "--mount"])
+                .arg(&self.daemon.mountpoint)
+                .args(args)
+                .env("HOME", self.home.path())
+                .env("CODEX_HOME", self.codex_home())
+                .output()
+        };
+        // A copy of permfs just written (`use_a_copy_of_permfs`) is "busy"
+        // while a child another test thread forked meanwhile still holds
+        // the writer's descriptor, until that child execs.
+        let mut output = run();
+        for _ in 0..100 {
+            match &output {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    output = run();
+                }
+                _ => break,
+            }
+        }
+        let output = output.expect("permfs hook install runs");
         assert!(
             output.status.success(),
             "permfs hook install {} failed: {}",
