@@ -37,16 +37,6 @@ import benchlib as b  # noqa: E402
 CONFIG = {"permission": {"*": "ask", "bash": {"*": "ask", "git *": "allow"}}}
 
 
-def daemon_pids(root: int) -> list[int]:
-    """`root` and its children (the supervisor and its server)."""
-    pids = [root]
-    try:
-        children = open(f"/proc/{root}/task/{root}/children").read().split()
-    except OSError:
-        children = []
-    return pids + [int(c) for c in children]
-
-
 def usage(pids: list[int]) -> tuple[int, int]:
     """(CPU ticks, context switches) of every thread of `pids`."""
     ticks = switches = 0
@@ -96,7 +86,7 @@ def one(binary: str, asks: int, form) -> dict:
                 return person(outbox, rid, body, inbox)
             return form(outbox, rid, body)
 
-        pids = daemon_pids(m.pid)
+        pids = b.daemon_pids(m.pid)
         for i in range(200):  # warm-up
             ask(outbox, f"w{i}", body)
         time.sleep(0.1)

@@ -540,9 +540,20 @@ def blocked_in_fuse(tid_path: str) -> bool:
         return False
 
 
+def daemon_pids(root: int) -> list[int]:
+    """`root` and its children: a mount's supervisor and the server that
+    does the work (`permfs mount` supervises; the server is its child)."""
+    try:
+        children = open(f"/proc/{root}/task/{root}/children").read().split()
+    except OSError:
+        children = []
+    return [root] + [int(c) for c in children]
+
+
 @contextmanager
 def perf_record(pid: int, name: str, enabled: bool):
-    """perf record -g on the daemon for the block, then the top functions."""
+    """perf record -g on the daemon (supervisor and server) for the block,
+    then the top functions."""
     if not enabled or shutil.which("perf") is None:
         yield
         return
@@ -550,7 +561,7 @@ def perf_record(pid: int, name: str, enabled: bool):
     out_dir.mkdir(parents=True, exist_ok=True)
     data = out_dir / f"{name}.perf.data"
     proc = subprocess.Popen(
-        ["perf", "record", "-F", "2999", "-g", "-p", str(pid), "-o", str(data)],
+        ["perf", "record", "-F", "2999", "-g", "-p", ",".join(map(str, daemon_pids(pid))), "-o", str(data)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
