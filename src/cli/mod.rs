@@ -64,7 +64,9 @@ pub enum Command {
     /// by the session: deny is EACCES, ask waits for an answer; --no-view
     /// binds it plainly), the system read-only under a Landlock wall,
     /// nothing else of the mount; the session ends with it. The view does
-    /// not see the network, processes or devices.
+    /// not see the network, processes or devices. Its cost: reads and
+    /// writes at native speed, but every open is a round trip to the daemon
+    /// (tens of microseconds; BENCHMARKS.md, "View").
     Run(run::RunArgs),
     /// Trust a project's layers (its .permfs/, .pi/ configs and agent
     /// files) as they are now, so their allow rules count; pinned by
