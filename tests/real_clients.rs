@@ -1758,3 +1758,43 @@ fn pi_a_daemon_killed_while_the_ask_waits_blocks_within_seconds() {
         world.model.tool_results()
     );
 }
+
+/// Issue 26 with a real agent: pi in `permfs run --pi` keeps working while
+/// its server is SIGKILLed twice as its ask waits. The supervisor keeps the
+/// mount and the sandbox's view, the next server restores the pending ask,
+/// the person's `allow` reaches pi, and the command then reads and writes
+/// through the view the dead server mounted.
+#[test]
+fn pi_two_server_kills_while_the_ask_waits_are_invisible_to_pi() {
+    let Some(world) = PiWorld::new("cat notes.txt && echo permfs-after > after.txt") else {
+        return;
+    };
+    let output = pi_while_it_waits(&world, |entry| {
+        let name = entry.file_name().expect("an entry name").to_owned();
+        for _ in 0..2 {
+            world.daemon.kill_server();
+            let inbox = world.daemon.inbox("main");
+            assert_eq!(
+                inbox,
+                vec![name.to_string_lossy().into_owned()],
+                "the one ask is still waiting, under its name"
+            );
+        }
+        std::fs::write(entry, "allow").expect("decided");
+    });
+    let result = world.tool_result(&output);
+    assert!(
+        result.contains("notes-content"),
+        "pi: the file's content reached the model through the view: {result}"
+    );
+    let written = std::fs::read_to_string(world.cwd().join("after.txt")).unwrap_or_default();
+    assert_eq!(written.trim(), "permfs-after", "the write went through");
+    assert!(output.status.success(), "{output:?}");
+    let line = world
+        .daemon
+        .audit_lines()
+        .into_iter()
+        .find(|l| l["outcome"] == "allow" && l["session"] == "main/pi")
+        .expect("the allow is audited");
+    assert_eq!(line["decidedBy"]["kind"], "user", "{line}");
+}

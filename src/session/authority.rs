@@ -918,6 +918,24 @@ impl Authority {
         rids
     }
 
+    /// The pending asks a session's pi view raised, as `(session, target
+    /// directory, request name)`: what a server started on a journal shows
+    /// again in its pi views, so a pi child that was waiting when the last
+    /// server died finds its response where it looks. Only the pi view
+    /// sets a request's provenance (`facts::forwarded::parse`).
+    pub fn forwarded_pending(&self) -> Vec<(String, String, String)> {
+        let state = lock(&self.state);
+        state
+            .pending
+            .iter()
+            .filter_map(|id| state.asks.get(id))
+            .filter_map(|ask| {
+                let target = ask.request.as_ref()?.forwarded.as_ref()?.target.clone();
+                Some((ask.origin.clone(), target, ask.rid.clone()))
+            })
+            .collect()
+    }
+
     pub fn ask_for(&self, session: &str, rid: &str) -> Option<AskId> {
         lock(&self.state)
             .outboxes

@@ -127,10 +127,30 @@ fn request_id(name: &str) -> Option<&str> {
 }
 
 impl PiViews {
+    /// The pi views of `authority`'s sessions. A server started on a
+    /// journal (after a restart) shows again each pending ask a pi view
+    /// raised, in its target's `requests/` (and its response in
+    /// `responses/` once answered), where the waiting pi child polls.
+    /// Drafts not yet raised, emptied target directories, and forwarded
+    /// asks already answered before the restart are not brought back (the
+    /// journal keeps no provenance for an answer): a child waiting on one
+    /// of those times out, as it would with no answer.
     pub fn new(authority: Arc<Authority>) -> Self {
+        let mut views: HashMap<String, View> = HashMap::new();
+        for (session, target, rid) in authority.forwarded_pending() {
+            let t = views
+                .entry(session)
+                .or_default()
+                .targets
+                .entry(target)
+                .or_default();
+            t.requests = true;
+            t.responses = true;
+            t.raised.insert(format!("{rid}.json"), rid);
+        }
         Self {
             authority,
-            views: Mutex::new(HashMap::new()),
+            views: Mutex::new(views),
         }
     }
 
@@ -768,6 +788,54 @@ mod tests {
             .unlink_response("main", "t", "7.json")
             .expect("forgotten");
         assert!(views.authority.ask_for("main", "7").is_none());
+    }
+
+    /// What a new server's pi view shows on an authority restored with a
+    /// forwarded ask pending (the journal keeps its provenance): the
+    /// request where the child wrote it, then its answer; a draft and an
+    /// outbox ask of the same session are not shown.
+    #[test]
+    fn a_new_view_shows_the_pending_forwarded_asks_of_its_authority() {
+        let (views, _dir) = prepared();
+        views.create("main", "t", "7.json.1.2.tmp").expect("draft");
+        views
+            .write("main", "t", "7.json.1.2.tmp", 0, ASK)
+            .expect("written");
+        views
+            .rename("main", "t", "7.json.1.2.tmp", "7.json")
+            .expect("asked");
+        views.create("main", "t", "8.json.tmp").expect("a draft");
+        views
+            .authority
+            .submit("main", "9", ASK)
+            .expect("an outbox ask");
+        let again = PiViews::new(Arc::clone(&views.authority));
+        assert_eq!(again.targets("main"), ["t"]);
+        assert_eq!(
+            again.folders("main", "t"),
+            [Folder::Requests, Folder::Responses]
+        );
+        assert_eq!(again.list("main", "t", Folder::Requests), ["7.json"]);
+        assert!(!again.has_response("main", "t", "7.json"));
+        let ask = again
+            .authority
+            .inbox("main")
+            .into_iter()
+            .find(|a| again.authority.ask_for("main", "7").as_ref() == Some(a))
+            .expect("waiting");
+        let operator = crate::session::Caller {
+            uid: 0,
+            in_daemon_namespace: true,
+        };
+        again
+            .authority
+            .decide("main", &ask, operator, "deny")
+            .expect("decided");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&again.response_bytes("main", "t", "7.json").expect("answer"))
+                .expect("JSON");
+        assert_eq!(answer["approved"], false, "{answer}");
+        assert!(again.list("main", "t", Folder::Requests).is_empty());
     }
 
     #[test]
