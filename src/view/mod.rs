@@ -180,45 +180,15 @@ impl Views {
             .mode(0o700)
             .create(&mountpoint)
             .map_err(|e| format!("cannot make {}: {e}", mountpoint.display()))?;
-        let made = (|| {
-            let fs = ViewFs::new(
-                Arc::clone(&self.authority),
-                id.to_string(),
-                canonical.clone(),
-                root_dir,
-                self.identity(&key),
-            )
-            .map_err(|e| format!("view root {}: {e}", canonical.display()))?;
-            match nodelog::NodeLog::create(&log_path) {
-                Ok(log) => fs.set_log(log),
-                Err(error) => {
-                    tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be made: the view will not outlive this server")
-                }
-            }
-            let passthrough = fs.passthrough_probe();
-            let fd = mount_fd(&mountpoint, self.owner, self.allow_other)
-                .map_err(|e| format!("cannot mount a view of {shown}: {e}"))?;
-            let kept = fd.try_clone();
-            let config = self.config();
-            let acl = config.acl;
-            let session = fuser::Session::from_fd(fs, fd, acl, config)
-                .and_then(|s| s.spawn())
-                .map_err(|e| {
-                    let _ = crate::mount::fusermount::unmount_lazily(&mountpoint);
-                    format!("cannot serve a view of {shown}: {e}")
-                })?;
-            let definition = ViewDefinition {
-                key: key.clone(),
-                session: id.to_string(),
-                serial,
-                root: shown.clone(),
-                mountpoint: mountpoint.clone(),
-                passthrough: passthrough(),
-            };
-            self.keep(&definition, kept);
-            Ok(session)
-        })();
-        match made {
+        let definition = ViewDefinition {
+            key: key.clone(),
+            session: id.to_string(),
+            serial,
+            root: shown.clone(),
+            mountpoint: mountpoint.clone(),
+            passthrough: false,
+        };
+        match self.serve_new(definition, &canonical, root_dir, &log_path) {
             Ok(session) => {
                 tracing::info!(session = %id, root = %shown, mountpoint = %mountpoint.display(), external, "view mounted");
                 Ok(View {
@@ -235,6 +205,49 @@ impl Views {
                 Err(error)
             }
         }
+    }
+
+    /// Mounts the view `definition` names (its mount point made, nothing
+    /// in it yet), serves it, and hands a copy of its connection to the
+    /// supervisor. On an error nothing is left mounted; the caller removes
+    /// the mount point and the log.
+    fn serve_new(
+        &self,
+        mut definition: ViewDefinition,
+        canonical: &Path,
+        root_dir: OwnedFd,
+        log_path: &Path,
+    ) -> Result<fuser::BackgroundSession, String> {
+        let fs = ViewFs::new(
+            Arc::clone(&self.authority),
+            definition.session.clone(),
+            canonical.to_path_buf(),
+            root_dir,
+            self.identity(&definition.key),
+        )
+        .map_err(|e| format!("view root {}: {e}", canonical.display()))?;
+        match nodelog::NodeLog::create(log_path) {
+            Ok(log) => fs.set_log(log),
+            Err(error) => {
+                tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be made: the view will not outlive this server")
+            }
+        }
+        let passthrough = fs.passthrough_probe();
+        let shown = &definition.root;
+        let fd = mount_fd(&definition.mountpoint, self.owner, self.allow_other)
+            .map_err(|e| format!("cannot mount a view of {shown}: {e}"))?;
+        let kept = fd.try_clone();
+        let config = self.config();
+        let acl = config.acl;
+        let session = fuser::Session::from_fd(fs, fd, acl, config)
+            .and_then(|s| s.spawn())
+            .map_err(|e| {
+                let _ = crate::mount::fusermount::unmount_lazily(&definition.mountpoint);
+                format!("cannot serve a view of {shown}: {e}")
+            })?;
+        definition.passthrough = passthrough();
+        self.keep(&definition, kept);
+        Ok(session)
     }
 
     /// Hands a copy of the view's connection to the supervisor (before
