@@ -19,7 +19,9 @@
 //! last line (a death mid-write) does not parse and is skipped, with the
 //! answer it would have held never delivered (delivery comes after the
 //! append returns). Past [`AnswerLog::LIMIT`] the file is rewritten with
-//! the answers still held.
+//! the answers still held, read back from the file itself: in memory the
+//! log keeps only which asks it holds, since the authority keeps the
+//! answers themselves as long as their asks live.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -43,8 +45,8 @@ pub struct AnswerLog {
     file: Option<std::fs::File>,
     /// Bytes in the file, for the rewrite past [`Self::LIMIT`].
     bytes: u64,
-    /// The answers held now (the log's meaning), by ask id.
-    held: HashMap<String, LoggedAnswer>,
+    /// The asks whose answers the file holds now (the log's meaning).
+    held: HashSet<String>,
     /// Each append reaches the disk before it returns.
     sync: bool,
     /// A full disk, simulated for tests of failing closed.
@@ -58,22 +60,11 @@ impl AnswerLog {
     /// Reads the log in `state_dir` (a previous server's) and starts it
     /// afresh with what it held; `Err` when it cannot be written.
     pub fn open(state_dir: &Path, sync: bool) -> Result<Self, String> {
-        let path = state_dir.join(ANSWER_LOG_FILE);
-        let held = match std::fs::read_to_string(&path) {
-            Ok(text) => replay(&text),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(error) => {
-                return Err(format!(
-                    "the journal's answers {} cannot be read: {error}",
-                    path.display()
-                ))
-            }
-        };
         let mut log = Self {
-            path,
+            path: state_dir.join(ANSWER_LOG_FILE),
             file: None,
             bytes: 0,
-            held,
+            held: HashSet::new(),
             sync,
             full: false,
         };
@@ -81,13 +72,25 @@ impl AnswerLog {
         Ok(log)
     }
 
-    /// The answers held, by ask id.
-    pub fn held(&self) -> &HashMap<String, LoggedAnswer> {
-        &self.held
+    /// The answers the file holds, by ask id, read back from it.
+    pub fn read(&self) -> Result<HashMap<String, LoggedAnswer>, String> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => Ok(replay(&text)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
+            Err(error) => Err(format!(
+                "the journal's answers {} cannot be read: {error}",
+                self.path.display()
+            )),
+        }
+    }
+
+    /// How many answers the log holds.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
     }
 
     pub fn holds(&self, id: &str) -> bool {
-        self.held.contains_key(id)
+        self.held.contains(id)
     }
 
     pub fn path(&self) -> &Path {
@@ -137,8 +140,8 @@ impl AnswerLog {
             return Err(format!("the journal cannot be written: {error}"));
         }
         self.bytes += text.len() as u64;
-        for (id, answer) in answers {
-            self.held.insert(id, answer);
+        for (id, _) in answers {
+            self.held.insert(id);
         }
         for id in deletes {
             self.held.remove(&id);
@@ -146,10 +149,12 @@ impl AnswerLog {
         Ok(())
     }
 
-    /// Replaces the file with what it holds (written aside, renamed over).
+    /// Replaces the file with what it holds (read back from it, written
+    /// aside, renamed over). Lines that do not parse (a torn one) go.
     fn rewrite(&mut self) -> Result<(), String> {
+        let held = self.read()?;
         let mut text = String::new();
-        for (id, answer) in &self.held {
+        for (id, answer) in &held {
             text.push_str(&answer_line(id, answer));
         }
         let mut aside = self.path.as_os_str().to_owned();
@@ -178,6 +183,7 @@ impl AnswerLog {
             })?;
         self.file = Some(file);
         self.bytes = text.len() as u64;
+        self.held = held.into_keys().collect();
         Ok(())
     }
 }
@@ -276,10 +282,13 @@ mod tests {
             .expect("torn");
         drop(file);
         let log = AnswerLog::open(dir.path(), false).expect("reopened");
-        let mut ids: Vec<&String> = log.held().keys().collect();
+        let held = log.read().expect("read back");
+        let mut ids: Vec<&String> = held.keys().collect();
         ids.sort();
         assert_eq!(ids, ["1.2-b", "1.3-c"]);
-        assert_eq!(log.held()["1.3-c"], answer("c"));
+        assert_eq!(held["1.3-c"], answer("c"));
+        assert_eq!(log.held_count(), 2);
+        assert!(log.holds("1.2-b") && !log.holds("1.1-a") && !log.holds("1.4-d"));
         // Rewritten at open: only what is held.
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(text.lines().count(), 2, "{text}");
@@ -296,6 +305,34 @@ mod tests {
             .append(vec![("1.1-a".into(), answer("a"))], vec![])
             .expect_err("refused");
         assert!(error.contains("full"), "{error}");
-        assert!(log.held().is_empty());
+        assert_eq!(log.held_count(), 0);
+        assert!(log.read().expect("read back").is_empty());
+    }
+
+    #[test]
+    fn a_rewrite_past_the_limit_keeps_what_is_held_and_only_that() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut log = AnswerLog::open(dir.path(), false).expect("opened");
+        log.append(vec![("1.1-a".into(), answer("a"))], vec![])
+            .expect("appended");
+        let mut n = 0u64;
+        // Answers and their deletes until the file passes the limit.
+        while log.bytes <= AnswerLog::LIMIT {
+            let id = format!("2.{n}-x");
+            log.append(vec![(id.clone(), answer("x"))], vec![])
+                .expect("appended");
+            log.append(vec![], vec![id]).expect("deleted");
+            n += 1;
+        }
+        log.append(vec![("1.2-b".into(), answer("b"))], vec![])
+            .expect("appended after the rewrite");
+        let size = std::fs::metadata(log.path()).expect("stat").len();
+        assert!(size < 4096, "rewritten: {size} bytes");
+        let held = log.read().expect("read back");
+        let mut ids: Vec<&String> = held.keys().collect();
+        ids.sort();
+        assert_eq!(ids, ["1.1-a", "1.2-b"]);
+        assert_eq!(held["1.1-a"], answer("a"));
+        assert_eq!(log.held_count(), 2);
     }
 }

@@ -427,22 +427,22 @@ impl Journal {
         for row in rows {
             snapshot.asks.push(row.map_err(fail)?);
         }
-        let mut logged: Vec<(&String, &LoggedAnswer)> = side
+        let mut logged: Vec<(String, LoggedAnswer)> = side
             .answers
-            .held()
-            .iter()
-            .filter(|(id, _)| !side.in_sqlite.contains(*id))
+            .read()?
+            .into_iter()
+            .filter(|(id, _)| !side.in_sqlite.contains(id))
             .collect();
         // A stable order (the log's own is lost with its map).
-        logged.sort_by(|a, b| a.0.cmp(b.0));
+        logged.sort_by(|a, b| a.0.cmp(&b.0));
         let logged: Vec<AskRow> = logged
             .into_iter()
             .map(|(id, answer)| AskRow {
-                id: id.clone(),
-                origin: answer.origin.clone(),
-                rid: answer.rid.clone(),
+                id,
+                origin: answer.origin,
+                rid: answer.rid,
                 answered: true,
-                body: answer.body.clone().into_bytes(),
+                body: answer.body.into_bytes(),
                 request_len: answer.request_len,
             })
             .collect();
@@ -453,7 +453,7 @@ impl Journal {
     /// How many asks the journal holds (pending, answered), for tests and
     /// `permfs status`.
     pub fn counts(&self) -> Result<(u64, u64), String> {
-        let logged = self.side().answers.held().len() as u64;
+        let logged = self.side().answers.held_count() as u64;
         let connection = self
             .connection
             .lock()
