@@ -709,6 +709,39 @@ mod tests {
 
     const ASK: &[u8] = br#"{"surface":"bash","value":"make"}"#;
 
+    /// Writes `ASK` as a temporary file and renames it to `7.json`, as the
+    /// child does; `close` first when `closed` (a close asks nothing).
+    fn raise_seven(views: &PiViews, closed: bool) {
+        views.create("main", "t", "7.json.1.2.tmp").expect("draft");
+        views
+            .write("main", "t", "7.json.1.2.tmp", 0, ASK)
+            .expect("written");
+        if closed {
+            views
+                .close("main", "t", "7.json.1.2.tmp", true)
+                .expect("closed");
+            assert_eq!(
+                views.list("main", "t", Folder::Requests),
+                ["7.json.1.2.tmp"]
+            );
+        }
+        views
+            .rename("main", "t", "7.json.1.2.tmp", "7.json")
+            .expect("asked");
+    }
+
+    /// A person at `main` (the operator) decides `ask` with `word`.
+    fn decide(views: &PiViews, ask: &str, word: &str) {
+        let operator = crate::session::Caller {
+            uid: 0,
+            in_daemon_namespace: true,
+        };
+        views
+            .authority
+            .decide("main", ask, operator, word)
+            .expect("decided");
+    }
+
     #[test]
     fn folders_are_made_once_and_removed_only_when_empty() {
         let (views, _dir) = prepared();
@@ -745,21 +778,8 @@ mod tests {
     #[test]
     fn a_rename_asks_and_the_request_turns_into_a_response() {
         let (views, _dir) = prepared();
-        views.create("main", "t", "7.json.1.2.tmp").expect("draft");
-        views
-            .write("main", "t", "7.json.1.2.tmp", 0, ASK)
-            .expect("written");
-        // A temporary file asks nothing when closed.
-        views
-            .close("main", "t", "7.json.1.2.tmp", true)
-            .expect("closed");
-        assert_eq!(
-            views.list("main", "t", Folder::Requests),
-            ["7.json.1.2.tmp"]
-        );
-        views
-            .rename("main", "t", "7.json.1.2.tmp", "7.json")
-            .expect("asked");
+        // A temporary file asks nothing when closed; the rename asks.
+        raise_seven(&views, true);
         assert_eq!(views.list("main", "t", Folder::Requests), ["7.json"]);
         assert!(!views.has_response("main", "t", "7.json"));
         assert!(matches!(
@@ -768,14 +788,7 @@ mod tests {
         ));
         // A person at `main` decides; the request gives way to the answer.
         let ask = views.authority.inbox("main").pop().expect("waiting");
-        let operator = crate::session::Caller {
-            uid: 0,
-            in_daemon_namespace: true,
-        };
-        views
-            .authority
-            .decide("main", &ask, operator, "allow session")
-            .expect("decided");
+        decide(&views, &ask, "allow session");
         assert!(views.list("main", "t", Folder::Requests).is_empty());
         let answer: serde_json::Value =
             serde_json::from_slice(&views.response_bytes("main", "t", "7.json").expect("answer"))
@@ -797,13 +810,7 @@ mod tests {
     #[test]
     fn a_new_view_shows_the_pending_forwarded_asks_of_its_authority() {
         let (views, _dir) = prepared();
-        views.create("main", "t", "7.json.1.2.tmp").expect("draft");
-        views
-            .write("main", "t", "7.json.1.2.tmp", 0, ASK)
-            .expect("written");
-        views
-            .rename("main", "t", "7.json.1.2.tmp", "7.json")
-            .expect("asked");
+        raise_seven(&views, false);
         views.create("main", "t", "8.json.tmp").expect("a draft");
         views
             .authority
@@ -823,14 +830,7 @@ mod tests {
             .into_iter()
             .find(|a| again.authority.ask_for("main", "7").as_ref() == Some(a))
             .expect("waiting");
-        let operator = crate::session::Caller {
-            uid: 0,
-            in_daemon_namespace: true,
-        };
-        again
-            .authority
-            .decide("main", &ask, operator, "deny")
-            .expect("decided");
+        decide(&again, &ask, "deny");
         let answer: serde_json::Value =
             serde_json::from_slice(&again.response_bytes("main", "t", "7.json").expect("answer"))
                 .expect("JSON");
