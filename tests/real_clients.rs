@@ -1017,6 +1017,48 @@ fn a_daemon_killed_while_the_ask_waits_blocks_the_call() {
     });
 }
 
+/// Issue 26 with Claude Code and Codex: the server SIGKILLed twice while
+/// the hook waits for a person is invisible to the agent. The supervisor
+/// keeps the mount, the hook's read is re-sent to the next server, the
+/// ask is restored under its name in main's inbox, and the person's
+/// `allow` runs the command.
+#[test]
+fn two_server_kills_while_the_ask_waits_are_invisible_to_the_agent() {
+    both(|cli| {
+        let Some(world) = World::new(cli, "cat notes.txt") else {
+            return;
+        };
+        std::fs::write(world.cwd().join("notes.txt"), "notes-content\n").expect("notes");
+        world.install_hooks();
+        let result = while_it_waits(&world, |entry| {
+            let name = entry.file_name().expect("an entry name").to_owned();
+            for _ in 0..2 {
+                world.daemon.kill_server();
+                assert_eq!(
+                    world.daemon.inbox("main"),
+                    vec![name.to_string_lossy().into_owned()],
+                    "{}: the one ask is still waiting, under its name",
+                    cli.name()
+                );
+            }
+            std::fs::write(entry, "allow").expect("decided");
+        });
+        assert!(
+            result.contains("notes-content"),
+            "{}: the file's content reached the model: {result}",
+            cli.name()
+        );
+        let allowed: Vec<_> = world
+            .daemon
+            .audit_lines()
+            .into_iter()
+            .filter(|l| l["outcome"] == "allow")
+            .collect();
+        assert_eq!(allowed.len(), 1, "{}: one allow: {allowed:?}", cli.name());
+        assert_eq!(allowed[0]["decidedBy"]["kind"], "user", "{}", cli.name());
+    });
+}
+
 /// The server stops (`SIGSTOP`: a frozen or hung server) while the hook
 /// waits for a person. The kernel then holds whatever process waits on the
 /// mount uninterruptibly; the hook's worker is that process, and the hook
