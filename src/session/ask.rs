@@ -275,6 +275,23 @@ pub struct Ask {
     /// server that takes the descriptor over after a restart knows where
     /// the answer begins in the offsets the kernel sends.
     pub request_len: u64,
+    /// For an answer restored from the journal, which keeps no request:
+    /// the pi target directory its forwarded request was written in (see
+    /// [`Ask::forwarded_target`]).
+    pub restored_target: Option<String>,
+}
+
+impl Ask {
+    /// The pi view target directory this ask's request was written in, if
+    /// the pi view raised it: its request's provenance, or what the
+    /// journal kept with its answer. Only the pi view sets a provenance.
+    pub fn forwarded_target(&self) -> Option<&str> {
+        self.request
+            .as_ref()
+            .and_then(|r| r.forwarded.as_ref())
+            .map(|f| f.target.as_str())
+            .or(self.restored_target.as_deref())
+    }
 }
 
 impl std::fmt::Debug for Ask {

@@ -354,12 +354,7 @@ fn journal_answers(state: &mut State, answers: &mut [Answer]) -> Result<(), Audi
     let mut ops = super::persist::take_ops(state);
     ops.extend(answers.iter().filter_map(|a| {
         let ask = state.asks.get(&a.response.ask_id)?;
-        Some(super::persist::answer_op(
-            &a.session,
-            &a.rid,
-            &a.response,
-            ask.request_len,
-        ))
+        Some(super::persist::answer_op(ask, &a.response))
     }));
     let Err(error) = journal.write(&ops) else {
         return Ok(());
@@ -918,19 +913,19 @@ impl Authority {
         rids
     }
 
-    /// The pending asks a session's pi view raised, as `(session, target
-    /// directory, request name)`: what a server started on a journal shows
-    /// again in its pi views, so a pi child that was waiting when the last
-    /// server died finds its response where it looks. Only the pi view
-    /// sets a request's provenance (`facts::forwarded::parse`).
-    pub fn forwarded_pending(&self) -> Vec<(String, String, String)> {
+    /// The asks a session's pi view raised, pending or answered, as
+    /// `(session, target directory, request name)`: what a server started
+    /// on a journal shows again in its pi views, so a pi child that was
+    /// waiting when the last server died finds its request, then its
+    /// response, where it looks. Only the pi view sets a provenance
+    /// (`facts::forwarded::parse`); the journal keeps it with an answer.
+    pub fn forwarded_asks(&self) -> Vec<(String, String, String)> {
         let state = lock(&self.state);
         state
-            .pending
-            .iter()
-            .filter_map(|id| state.asks.get(id))
+            .asks
+            .values()
             .filter_map(|ask| {
-                let target = ask.request.as_ref()?.forwarded.as_ref()?.target.clone();
+                let target = ask.forwarded_target()?.to_string();
                 Some((ask.origin.clone(), target, ask.rid.clone()))
             })
             .collect()
@@ -1921,6 +1916,59 @@ mod tests {
             .expect("empty");
         add_interactive_main(&authority, &cwd);
         (authority, journal, dir)
+    }
+
+    /// A pi view's asks across a restart: an authority restored from the
+    /// journal shows, in a new pi view, the pending request where the child
+    /// wrote it and the rule-answered one's response (the journal keeps
+    /// its target directory with the answer).
+    #[test]
+    fn a_pi_views_asks_come_back_with_the_journal() {
+        use super::super::pi_view::{Folder, PiViews};
+        let config = r#"{"permission": {"bash": {"*": "ask", "ls *": "allow"}}}"#;
+        let (first, journal, dir) = journaled_authority();
+        let first = Arc::new(first);
+        let views = PiViews::new(Arc::clone(&first));
+        views.make_target("main", "t").expect("target");
+        for folder in [Folder::Requests, Folder::Responses] {
+            views.make_folder("main", "t", folder).expect("folder");
+        }
+        for (id, line) in [("1", "ls -l"), ("2", "make")] {
+            let draft = format!("{id}.json.tmp");
+            let body = format!(r#"{{"surface":"bash","value":"{line}"}}"#);
+            views.create("main", "t", &draft).expect("draft");
+            views
+                .write("main", "t", &draft, 0, body.as_bytes())
+                .expect("written");
+            views
+                .rename("main", "t", &draft, &format!("{id}.json"))
+                .expect("asked");
+        }
+        assert!(views.has_response("main", "t", "1.json"));
+        assert_eq!(views.list("main", "t", Folder::Requests), ["2.json"]);
+        first.sync_journal();
+        drop(views);
+        drop(first);
+        drop(journal);
+
+        let (again, _config_dir) = authority(config);
+        let journal = Arc::new(
+            super::super::journal::Journal::open(&dir.path().join("state"), false)
+                .expect("journal reopened"),
+        );
+        again.restore(journal, false).expect("restored");
+        let views = PiViews::new(Arc::new(again));
+        assert_eq!(views.targets("main"), ["t"]);
+        assert_eq!(views.list("main", "t", Folder::Requests), ["2.json"]);
+        assert_eq!(views.list("main", "t", Folder::Responses), ["1.json"]);
+        let answer: serde_json::Value = serde_json::from_slice(
+            &views
+                .response_bytes("main", "t", "1.json")
+                .expect("the answer is where pi looks"),
+        )
+        .expect("JSON");
+        assert_eq!(answer["approved"], true, "{answer}");
+        assert!(answer.get("permfsForwardedTarget").is_none(), "{answer}");
     }
 
     /// Issue 26: a full journal fails closed. A rule's allow that cannot

@@ -109,6 +109,9 @@ struct StoredResponse {
     facts: Vec<AccessIntent>,
     judged_for: Vec<Option<String>>,
     hops: Vec<Hop>,
+    /// A pi view ask's target directory ([`answer_op`]).
+    #[serde(default)]
+    permfs_forwarded_target: Option<String>,
 }
 
 fn session_op(session: &Session) -> Result<Op, String> {
@@ -161,14 +164,28 @@ fn pending_op(ask: &Ask) -> Result<Op, String> {
 }
 
 /// An answered ask's row: its response's bytes, as every reader reads them.
-pub(super) fn answer_op(origin: &str, rid: &str, response: &Response, request_len: u64) -> Op {
+/// An answer's journal row. A pi view ask's answer also keeps the target
+/// directory its request was written in (`permfsForwardedTarget`, beside
+/// the response's own fields), so a new server shows the answer where the
+/// waiting pi child looks (`pi_view.rs`); other answers are the response
+/// as it is served.
+pub(super) fn answer_op(ask: &Ask, response: &Response) -> Op {
+    let mut body = response.to_json().to_vec();
+    if let Some(target) = ask.forwarded_target() {
+        if let Ok(serde_json::Value::Object(mut fields)) =
+            serde_json::from_slice::<serde_json::Value>(&body)
+        {
+            fields.insert("permfsForwardedTarget".into(), target.into());
+            body = serde_json::Value::Object(fields).to_string().into_bytes();
+        }
+    }
     Op::PutAsk {
         id: response.ask_id.clone(),
-        origin: origin.to_string(),
-        rid: rid.to_string(),
+        origin: ask.origin.clone(),
+        rid: ask.rid.clone(),
         answered: true,
-        body: response.to_json().to_vec(),
-        request_len,
+        body,
+        request_len: ask.request_len,
     }
 }
 
@@ -206,7 +223,7 @@ pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
             }
             Some(ask) => {
                 if let Some(response) = &ask.response {
-                    ops.push(answer_op(&ask.origin, &ask.rid, response, ask.request_len));
+                    ops.push(answer_op(ask, response));
                 }
             }
         }
@@ -444,6 +461,7 @@ fn answered_ask(
     response.responded_at = stored.responded_at;
     let mut ask = empty_ask(id, origin, rid, now);
     ask.response = Some(Arc::new(response));
+    ask.restored_target = stored.permfs_forwarded_target;
     Ok(ask)
 }
 
@@ -501,6 +519,7 @@ fn empty_ask(id: &str, origin: &str, rid: &str, now: Instant) -> Ask {
         retained: 0,
         read: false,
         request_len: 0,
+        restored_target: None,
         guarded: None,
     }
 }

@@ -128,16 +128,15 @@ fn request_id(name: &str) -> Option<&str> {
 
 impl PiViews {
     /// The pi views of `authority`'s sessions. A server started on a
-    /// journal (after a restart) shows again each pending ask a pi view
-    /// raised, in its target's `requests/` (and its response in
-    /// `responses/` once answered), where the waiting pi child polls.
-    /// Drafts not yet raised, emptied target directories, and forwarded
-    /// asks already answered before the restart are not brought back (the
-    /// journal keeps no provenance for an answer): a child waiting on one
-    /// of those times out, as it would with no answer.
+    /// journal (after a restart) shows again each ask a pi view raised, in
+    /// its target's `requests/` while it is pending and its response in
+    /// `responses/` once answered, where the waiting pi child polls.
+    /// Drafts not yet raised and emptied target directories are not
+    /// brought back: a child in the middle of writing a request gets an
+    /// error from that write or rename.
     pub fn new(authority: Arc<Authority>) -> Self {
         let mut views: HashMap<String, View> = HashMap::new();
-        for (session, target, rid) in authority.forwarded_pending() {
+        for (session, target, rid) in authority.forwarded_asks() {
             let t = views
                 .entry(session)
                 .or_default()

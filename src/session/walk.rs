@@ -132,6 +132,7 @@ impl Authority {
                 retained: 0,
                 read: false,
                 request_len,
+                restored_target: None,
                 guarded,
             }),
         );
