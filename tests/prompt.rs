@@ -459,3 +459,43 @@ fn the_prompt_follows_events_without_rereading_pending() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(reads(), 2, "a decision is taken out, not re-read");
 }
+
+/// A server restart (here two SIGKILLs; an upgrade is the same to the
+/// prompt) does not end the prompt's live updates: its event stream's read
+/// fails (`ESTALE`, the new server does not know the old cursor), the
+/// prompt opens the stream again and reads the queue anew, and an ask that
+/// arrives afterwards is listed and decided from the same prompt.
+#[test]
+fn the_prompt_follows_across_server_restarts() {
+    if !Tmux::available() {
+        return;
+    }
+    let daemon = Daemon::start(CONFIG, None);
+    let main = daemon.session("main");
+    std::fs::write(main.join("ctl"), "spawn a").expect("spawned");
+    let bash = |v: &str| serde_json::json!({"surface": "bash", "value": v}).to_string();
+    daemon.ask("main/a", "first", &bash("make one"));
+    eventually("first waits", || daemon.inbox("main").len() == 1);
+    let dir = main.to_string_lossy().into_owned();
+    let tmux = Tmux::start(&[env!("CARGO_BIN_EXE_permfs"), "prompt", &dir]);
+    tmux.until("one ask listed", |s| s.contains("1 waiting"));
+
+    daemon.kill_server();
+    daemon.kill_server();
+    let second = daemon.ask("main/a", "second", &bash("make two"));
+    let screen = tmux.until("the new ask listed", |s| {
+        s.contains("2 waiting") && s.contains("make two")
+    });
+    assert!(!screen.contains("no live updates"), "{screen}");
+
+    // Decided from the same prompt: the second is the newer, listed
+    // second; move to it and allow.
+    std::thread::sleep(Duration::from_millis(400));
+    tmux.keys(&["Down"]);
+    std::thread::sleep(Duration::from_millis(400));
+    tmux.keys(&["a"]);
+    tmux.until("one left", |s| s.contains("1 waiting"));
+    eventually("the second is answered", || second.exists());
+    assert_eq!(daemon.response(&second)["outcome"], "allow");
+    assert!(tmux.session_alive());
+}

@@ -405,10 +405,16 @@ fn desktop_notification(ask: &Value) {
 
 /// Reads the session's event stream and hands the loop each line.
 /// Lines are joined across reads (a long `arrived` line may come in
-/// pieces).
-fn watch_events(mut stream: std::fs::File, wake: mpsc::Sender<Wake>) {
+/// pieces). A read that fails (a new server after a restart or an upgrade
+/// does not know the old stream's cursor: `ESTALE`) opens the stream
+/// again and has the queue read anew, since events may have gone by in
+/// between; only a stream that cannot be opened again ends live updates.
+fn watch_events(dir: PathBuf, mut stream: std::fs::File, wake: mpsc::Sender<Wake>) {
     let mut buffer = vec![0u8; 256 * 1024];
     let mut partial: Vec<u8> = Vec::new();
+    // Reopened streams that failed again before giving a byte: a stream
+    // that keeps failing is given up, not spun on.
+    let mut failures = 0;
     loop {
         match stream.read(&mut buffer) {
             Ok(0) => {
@@ -416,6 +422,7 @@ fn watch_events(mut stream: std::fs::File, wake: mpsc::Sender<Wake>) {
                 return;
             }
             Ok(n) => {
+                failures = 0;
                 partial.extend_from_slice(&buffer[..n]);
                 let Some(end) = partial.iter().rposition(|b| *b == b'\n') else {
                     continue;
@@ -430,10 +437,39 @@ fn watch_events(mut stream: std::fs::File, wake: mpsc::Sender<Wake>) {
                 }
             }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => {
-                let _ = wake.send(Wake::StreamEnded(format!("no live updates: {error}")));
-                return;
+            Err(error) => match reopen_events(&dir).filter(|_| failures < 5) {
+                Some(again) => {
+                    failures += 1;
+                    stream = again;
+                    partial.clear();
+                    let resync =
+                        serde_json::json!({"event": "missed", "reason": error.to_string()});
+                    if wake.send(Wake::Event(resync)).is_err() {
+                        return;
+                    }
+                }
+                None => {
+                    let _ = wake.send(Wake::StreamEnded(format!("no live updates: {error}")));
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// The session's event stream opened again, retried for a few seconds (a
+/// server starting after a restart); `None` once the session is gone or
+/// the stream stays unreadable.
+fn reopen_events(dir: &Path) -> Option<std::fs::File> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::fs::File::open(dir.join("events")) {
+            Ok(stream) => return Some(stream),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
             }
+            Err(_) => return None,
         }
     }
 }
@@ -577,7 +613,8 @@ impl App {
         match stream {
             Ok(stream) => {
                 let events = wake.clone();
-                std::thread::spawn(move || watch_events(stream, events));
+                let dir = self.dir.clone();
+                std::thread::spawn(move || watch_events(dir, stream, events));
             }
             Err(why) => self.live = Some(why),
         }
