@@ -356,3 +356,48 @@ fn a_headless_tree_with_a_command_judge() {
     ));
     assert_eq!(other["outcome"], "no_decider");
 }
+
+/// An attached judge across server restarts: `scripts/judges/attached-judge.sh`
+/// serves reviews (it allows `cargo test`), the server is SIGKILLed twice,
+/// and the next review still reaches the same judge process.
+#[test]
+fn an_attached_judge_keeps_judging_across_server_restarts() {
+    let daemon = Daemon::start(
+        &config(
+            json!({"bash": "ask"}),
+            &["bot"],
+            json!({"bot": {"timeoutMs": 10000}}),
+            json!({}),
+        ),
+        None,
+    );
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/judges/attached-judge.sh"
+    );
+    let mut judge = Command::new("bash")
+        .arg(script)
+        .arg(&daemon.mountpoint)
+        .arg("bot")
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("the judge starts");
+    let dir = daemon.mountpoint.join("judges").join("bot");
+    eventually("the judge attached", || dir.exists());
+    let first = bash_ask(&daemon, "r1", "cargo test");
+    eventually("the judge allowed the first", || first.exists());
+    assert_eq!(daemon.response(&first)["outcome"], "allow");
+
+    daemon.kill_server();
+    daemon.kill_server();
+    let second = bash_ask(&daemon, "r2", "cargo test --all");
+    eventually("the judge allowed the second", || second.exists());
+    let answer = daemon.response(&second);
+    let pid = judge.id() as i32;
+    // SAFETY: the judge's own process group, started above.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let _ = judge.wait();
+    assert_eq!(answer["outcome"], "allow", "{answer}");
+    assert_eq!(answer["decidedBy"]["name"], "bot", "{answer}");
+}

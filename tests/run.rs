@@ -137,6 +137,7 @@ fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
         "drafts.log",
         "journal.sqlite",
         "journal.answers",
+        "judges.attached",
         "audit.log",
     ] {
         assert!(daemon.state_dir.join(name).exists(), "{name} is there");
@@ -144,7 +145,7 @@ fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
     let server = daemon.server_pid();
     let script = format!(
         r#"
-        for f in drafts.log journal.sqlite journal.answers audit.log epoch mounts views; do
+        for f in drafts.log journal.sqlite journal.answers judges.attached audit.log epoch mounts views; do
           [ -e '{state}'/$f ] && echo "$f=visible" || echo "$f=absent"
         done
         cat /proc/{server}/root{state}/drafts.log >/dev/null 2>&1 && echo proc=read || echo proc=refused
@@ -157,6 +158,7 @@ fn the_daemons_state_dir_is_out_of_the_sandboxs_sight() {
         "drafts.log",
         "journal.sqlite",
         "journal.answers",
+        "judges.attached",
         "audit.log",
         "epoch",
         "mounts",

@@ -304,6 +304,7 @@ fn the_state_dir_is_the_owners_alone() {
             "audit.log",
             "journal.sqlite",
             "journal.answers",
+            "judges.attached",
             "drafts.log",
             "epoch",
             ".json",

@@ -25,7 +25,7 @@ use fuser::{
     OpenFlags, PollEvents, PollFlags, PollNotifier, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyPoll, ReplyWrite, Request, WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -143,6 +143,9 @@ pub struct PermFs {
     judge_payloads: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
     /// Open `lease` handles → judge name.
     leases: Mutex<HashMap<u64, String>>,
+    /// Where the attached judges and their lease handles are kept for the
+    /// next server (`judges.rs`).
+    judge_log: super::judges::JudgeLog,
     /// `ctl` handles → the sessions spawned through them with `lease`
     /// (id and serial), ended when the handle closes.
     session_leases: Mutex<HashMap<u64, Vec<(String, u64)>>>,
@@ -253,6 +256,7 @@ impl PermFs {
             served: Arc::new(Mutex::new(HashMap::new())),
             judge_payloads: Arc::new(Mutex::new(HashMap::new())),
             leases: Mutex::new(HashMap::new()),
+            judge_log: Default::default(),
             session_leases: Mutex::new(HashMap::new()),
             event_cursors: Mutex::new(HashMap::new()),
             audit_path,
@@ -357,7 +361,31 @@ impl PermFs {
         take(&self.snapshots, fh);
         if let Some(name) = take(&self.leases, fh) {
             self.authority.judge_lease_closed(&name);
+            self.save_judges();
         }
+    }
+
+    /// Keeps the attached judges and their lease handles for the next
+    /// server (`judges.attached`).
+    fn save_judges(&self) {
+        let leases = self.leases.lock().map(|l| l.clone()).unwrap_or_default();
+        self.judge_log
+            .save(&self.authority.attached_judges(), &leases);
+    }
+
+    /// The judges a previous server on this connection had attached
+    /// (`kept`: name → lease handles still open in the kernel, already
+    /// attached in the authority), and where to keep them from now on.
+    pub fn adopt_judges(&self, state_dir: &std::path::Path, kept: &BTreeMap<String, Vec<u64>>) {
+        if let Ok(mut leases) = self.leases.lock() {
+            for (name, handles) in kept {
+                for fh in handles {
+                    leases.insert(*fh, name.clone());
+                }
+            }
+        }
+        self.judge_log.set_path(state_dir.join(super::judges::FILE));
+        self.save_judges();
     }
 
     /// Whether handle `fh` was opened `O_NONBLOCK` (response and exchange
@@ -699,6 +727,7 @@ impl Filesystem for PermFs {
             if let Ok(mut leases) = self.leases.lock() {
                 leases.insert(fh, name.clone());
             }
+            self.save_judges();
         }
         if let Node::Events(session) = &node {
             match self.authority.events_open(session) {
@@ -900,9 +929,20 @@ impl Filesystem for PermFs {
         // A previous server's handle reads on where the node alone says
         // what to read (a view, an answer by its name); where the handle
         // held state (a draft, a cursor, a snapshot) that died with that
-        // server, it is stale.
-        if self.is_stale(fh.0) && holds_handle_state(&node) && self.exchange_on(fh.0).is_none() {
-            return reply.error(Errno::ESTALE);
+        // server, it is stale. A judge's `next` is the exception: a read
+        // from its start held nothing yet (a judge waiting for a review,
+        // the read re-sent after a restart) and is served like a new one;
+        // a read further on was the end of a review the judge has whole
+        // (one read takes it) and ends it. A review in the judge's hands
+        // then is walked again (under a new id) by the new server.
+        if self.is_stale(fh.0) {
+            if let Node::JudgeNext(_) = &node {
+                if offset > 0 {
+                    return reply.data(&[]);
+                }
+            } else if holds_handle_state(&node) && self.exchange_on(fh.0).is_none() {
+                return reply.error(Errno::ESTALE);
+            }
         }
         if let Node::Events(_) = &node {
             return self.read_events(req, fh.0, size, reply);
@@ -1386,11 +1426,14 @@ impl Filesystem for PermFs {
         match self.node(parent) {
             Ok(Node::JudgesDir) if !self.is_operator(caller) => reply.error(Errno::EACCES),
             Ok(Node::JudgesDir) => match self.authority.attach_judge(name, req.uid()) {
-                Ok(()) => reply.entry(
-                    &Duration::ZERO,
-                    &self.entry_attr(&Node::JudgeDir(name.to_string())),
-                    Generation(0),
-                ),
+                Ok(()) => {
+                    self.save_judges();
+                    reply.entry(
+                        &Duration::ZERO,
+                        &self.entry_attr(&Node::JudgeDir(name.to_string())),
+                        Generation(0),
+                    )
+                }
                 Err(error) => reply.error(errno(&error)),
             },
             Ok(parent @ (Node::PiSessions(_) | Node::PiTarget(..))) => {
@@ -1439,7 +1482,10 @@ impl Filesystem for PermFs {
         match self.node(parent) {
             Ok(Node::JudgesDir) if !self.is_operator(caller) => reply.error(Errno::EACCES),
             Ok(Node::JudgesDir) => match self.authority.detach_judge(name, req.uid()) {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    self.save_judges();
+                    reply.ok()
+                }
                 Err(error) => reply.error(errno(&error)),
             },
             Ok(Node::ChildrenDir(s)) => match self.authority.end_child(&s, name, caller) {

@@ -7,6 +7,7 @@ mod drafts;
 pub mod fdstore;
 pub mod fs;
 pub mod fusermount;
+mod judges;
 pub mod keeper;
 pub mod nodes;
 pub mod parking;
@@ -324,6 +325,16 @@ pub fn serve(
             return 2;
         }
     };
+    // Judges attached through the previous server, attached again first,
+    // so a review under way at its death is walked again to them.
+    let kept_judges = if hello.takeover {
+        judges::read(&state_dir)
+    } else {
+        Default::default()
+    };
+    for (name, handles) in &kept_judges {
+        authority.restore_judge(name, handles.len());
+    }
     let started = Instant::now();
     let kept_leases = match authority.restore(Arc::clone(&journal), hello.takeover) {
         Ok(restored) => {
@@ -366,6 +377,7 @@ pub fn serve(
     // Leases whose `ctl` handles outlived the previous server: ended when
     // those handles close, as before.
     filesystem.adopt_leases(kept_leases);
+    filesystem.adopt_judges(&state_dir, &kept_judges);
     let views = Arc::new(crate::view::Views::new(
         &state_dir,
         Arc::clone(&authority),

@@ -433,6 +433,23 @@ impl Authority {
         Ok(())
     }
 
+    /// Attaches `name` again as a server taking over a connection found it
+    /// (`judges.attached`): with `leases` lease handles still open in the
+    /// kernel, whose closes arrive here as before. Before the journal is
+    /// restored, so a review that was under way at the restart and is
+    /// walked again finds its judge.
+    pub fn restore_judge(&self, name: &str, leases: usize) {
+        if !is_valid_name(name) {
+            tracing::warn!(judge = %name, "a kept judge name is not valid: not attached again");
+            return;
+        }
+        let mut state = lock(&self.state);
+        let judge = state.attached.entry(name.to_string()).or_default();
+        judge.leases = leases;
+        state.missing_logged.remove(name);
+        tracing::info!(judge = %name, leases, "judge attached by the previous server: kept");
+    }
+
     /// Detaches a judge: its pending reviews count as `defer`.
     pub fn detach_judge(&self, name: &str, uid: u32) -> Result<(), AuthorityError> {
         self.operator_only(uid)?;
