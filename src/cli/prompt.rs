@@ -437,7 +437,7 @@ fn watch_events(dir: PathBuf, mut stream: std::fs::File, wake: mpsc::Sender<Wake
                 }
             }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => match reopen_events(&dir).filter(|_| failures < 5) {
+            Err(error) => match (failures < 5).then(|| reopen_events(&dir)).flatten() {
                 Some(again) => {
                     failures += 1;
                     stream = again;
