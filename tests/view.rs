@@ -620,3 +620,365 @@ fn outlives_its_server(env: &[(&str, &str)]) {
     servers.dedup();
     assert_eq!(servers.len(), 7, "{servers:?}");
 }
+
+/// A policy of deny rules on paths, for the moves tests: `*/private/*`
+/// refuses reads and writes, `*/secret/*` asks.
+const MOVES_CONFIG: &str = r#"{
+  "permission": {
+    "*": "allow",
+    "path": {"*/private/*": "deny", "*/secret/*": "ask"},
+    "external_directory": "ask"
+  }
+}"#;
+
+/// `mv private pub` is `cp -r` plus `rm -r`: a directory rename is judged
+/// for every name beneath it, at both ends, and so is an exchange.
+fn a_directory_rename_is_judged_for_every_name_it_moves(args: &[&str]) {
+    let daemon = daemon(MOVES_CONFIG);
+    let work = work(&daemon);
+    for dir in ["private/deep", "free/sub", "empty"] {
+        std::fs::create_dir_all(work.join(dir)).expect("dirs");
+    }
+    std::fs::write(work.join("private/deep/key.txt"), "KEY\n").expect("key");
+    std::fs::write(work.join("free/sub/f.txt"), "free\n").expect("free");
+    Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&work)
+        .status()
+        .expect("chmod");
+    let script = r#"
+      mv private pub 2>/dev/null; echo mv=$?
+      echo "read=$(cat pub/deep/key.txt 2>/dev/null || echo refused)"
+      mv private/deep elsewhere 2>/dev/null; echo mv_deep=$?
+      mv free moved; echo mv_free=$?
+      echo "free=$(cat moved/sub/f.txt)"
+      mv moved private/moved 2>/dev/null; echo into=$?
+      python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.renameat2(-100, b"empty", -100, b"private", 2)
+print("exchange=%s" % ("ok" if rc == 0 else os.strerror(ctypes.get_errno())))
+PY
+      echo "empty_key=$(cat empty/deep/key.txt 2>/dev/null || echo refused)"
+    "#;
+    let output = run_script(&daemon, args, script);
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(field(&out, "mv").as_deref(), Some("1"), "{out}");
+    assert_eq!(field(&out, "read").as_deref(), Some("refused"), "{out}");
+    assert_eq!(field(&out, "mv_deep").as_deref(), Some("1"), "{out}");
+    assert_eq!(field(&out, "mv_free").as_deref(), Some("0"), "{out}");
+    assert_eq!(field(&out, "free").as_deref(), Some("free"), "{out}");
+    assert_eq!(
+        field(&out, "into").as_deref(),
+        Some("1"),
+        "a tree moved under a denied name is written there: {out}"
+    );
+    assert_eq!(
+        field(&out, "exchange").as_deref(),
+        Some("Permission denied"),
+        "{out}"
+    );
+    assert_eq!(
+        field(&out, "empty_key").as_deref(),
+        Some("refused"),
+        "{out}"
+    );
+    // On the host: nothing moved out of `private/`.
+    assert_eq!(
+        std::fs::read_to_string(work.join("private/deep/key.txt")).expect("still there"),
+        "KEY\n"
+    );
+    assert!(!work.join("pub").exists() && !work.join("elsewhere").exists());
+    assert!(work.join("moved/sub/f.txt").exists());
+    // The refusal is in the audit log, naming the first denied path and
+    // the directory that was renamed.
+    let lines = daemon.audit_lines();
+    let denied = lines
+        .iter()
+        .find(|l| {
+            l["event"] == "view-denied"
+                && l["command"].as_str().is_some_and(|c| c.starts_with("mv"))
+        })
+        .unwrap_or_else(|| panic!("a view-denied line for mv in {lines:?}"));
+    assert!(
+        denied["accesses"][0]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/private/deep")),
+        "{denied}"
+    );
+    let why = denied["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("renaming") && why.contains("*/private/*"),
+        "{why}"
+    );
+    assert!(
+        daemon.inbox("main").is_empty(),
+        "nothing asked: {:?}",
+        daemon.inbox("main")
+    );
+}
+
+#[test]
+fn a_directory_rename_is_judged_for_every_name_it_moves_as_root() {
+    if !root_and_bwrap() {
+        return;
+    }
+    a_directory_rename_is_judged_for_every_name_it_moves(&[]);
+}
+
+#[test]
+fn a_directory_rename_is_judged_for_every_name_it_moves_as_another_uid() {
+    if !root_and_bwrap() {
+        return;
+    }
+    a_directory_rename_is_judged_for_every_name_it_moves(&["--uid", "65534", "--name", "nobody"]);
+}
+
+#[test]
+fn a_rename_that_moves_asked_names_raises_one_ask_and_waits_for_it() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = daemon(MOVES_CONFIG);
+    let work = work(&daemon);
+    std::fs::create_dir_all(work.join("secret/sub")).expect("dirs");
+    for (i, name) in ["a", "b", "sub/c"].iter().enumerate() {
+        std::fs::write(work.join("secret").join(name), format!("S{i}\n")).expect("file");
+    }
+    let marker = work.join("step");
+    let script = r#"
+      step() { while [ "$(cat step 2>/dev/null)" != "$1" ]; do sleep 0.05; done; }
+      step 1; mv secret kept 2>/dev/null; echo first=$?
+      step 2; mv secret out; echo second=$?
+      echo "read=$(cat out/sub/c)"
+    "#;
+    let mut running = run_in_background(&daemon, &[], script);
+    let step = |n: u32| std::fs::write(&marker, n.to_string()).expect("step");
+    step(1);
+    let (id, text) = next_ask(&daemon);
+    assert!(
+        text.contains("renames") && text.contains("/secret") && text.contains("5 entries"),
+        "the ask names the directory and how many entries move: {text}"
+    );
+    assert!(
+        text.contains("read ") && text.contains("/secret/sub/c"),
+        "{text}"
+    );
+    assert_eq!(daemon.inbox("main").len(), 1, "one ask for the whole move");
+    answer(&daemon, &id, "deny");
+    eventually("the first rename is answered", || {
+        daemon.inbox("main").is_empty()
+    });
+    step(2);
+    let (id, _) = next_ask(&daemon);
+    answer(&daemon, &id, "allow");
+    let (status, out) = running.finish();
+    assert!(status.success(), "{out}");
+    assert_eq!(field(&out, "first").as_deref(), Some("1"), "{out}");
+    assert_eq!(field(&out, "second").as_deref(), Some("0"), "{out}");
+    assert_eq!(field(&out, "read").as_deref(), Some("S2"), "{out}");
+    assert!(!work.join("kept").exists() && work.join("out/sub/c").exists());
+}
+
+/// The random programs of the moves property: renames (plain, no-replace,
+/// exchange), links, symbolic links, mkdir, unlink, rmdir and creates
+/// among a few names up to three deep, each followed by an attempt to
+/// read every file in the tree. Prints `READ <path> <content>` for each
+/// read that succeeded.
+const MOVES_PROGRAM: &str = r#"
+import ctypes, os, random, sys
+seed, steps = int(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(seed)
+os.chdir(sys.argv[3])
+libc = ctypes.CDLL(None, use_errno=True)
+names = ["private", "pub", "a", "b", "k.key", "k"]
+def path():
+    return "/".join(rng.choice(names) for _ in range(rng.randint(1, 3)))
+def read_all():
+    for d, _, files in os.walk("."):
+        for f in files:
+            p = os.path.join(d, f)[2:]
+            try:
+                with open(p) as fh:
+                    print("READ", p, fh.read().strip())
+            except (OSError, UnicodeDecodeError):
+                pass
+for _ in range(steps):
+    op, a, b = rng.choice(["rename", "rename", "noreplace", "exchange", "link", "symlink", "mkdir", "unlink", "rmdir", "create"]), path(), path()
+    try:
+        if op == "rename": os.rename(a, b)
+        elif op in ("noreplace", "exchange"):
+            if libc.renameat2(-100, a.encode(), -100, b.encode(), 1 if op == "noreplace" else 2) != 0:
+                raise OSError(ctypes.get_errno(), op)
+        elif op == "link": os.link(a, b)
+        elif op == "symlink": os.symlink(rng.choice([a, os.path.abspath(a)]), b)
+        elif op == "mkdir": os.mkdir(a)
+        elif op == "unlink": os.unlink(a)
+        elif op == "rmdir": os.rmdir(a)
+        elif op == "create":
+            fd = os.open(a, os.O_CREAT | os.O_WRONLY, 0o644); os.write(fd, b"NEW"); os.close(fd)
+        print("OP", op, a, b, "ok")
+    except OSError as e:
+        print("OP", op, a, b, e.errno)
+    read_all()
+"#;
+
+/// The reference's wildcard: `*` any run (`/` included), `?` one
+/// character, the rest literal, anchored.
+fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|i| wildcard(rest, &text[i..])),
+        Some((&c, rest)) => {
+            text.first().is_some_and(|&t| c == b'?' || c == t) && wildcard(rest, &text[1..])
+        }
+    }
+}
+
+mod moves_property {
+    use super::*;
+    use common::permfs_run;
+    use proptest::prelude::*;
+
+    const PATTERNS: &[&str] = &[
+        "*/private/*",
+        "*/private",
+        "*.key",
+        "*/a/*",
+        "*/b/k",
+        "*/pub/*",
+    ];
+    const SURFACES: &[&str] = &["path", "path_read", "path_write"];
+    /// Where the files start, each holding `T<index>`.
+    const FILES: &[&str] = &[
+        "private/k",
+        "private/a/k.key",
+        "pub/k",
+        "a/b/k",
+        "k.key",
+        "k",
+        "b/k",
+    ];
+
+    /// Is `path` refused for `access` (`path_read`/`path_write`) by the deny rules?
+    fn refused(rules: &[(usize, usize)], path: &str, access: &str) -> bool {
+        rules.iter().any(|&(p, s)| {
+            (SURFACES[s] == "path" || SURFACES[s] == access)
+                && wildcard(PATTERNS[p].as_bytes(), path.as_bytes())
+        })
+    }
+
+    fn one_case(rules: &[(usize, usize)], seed: u64) -> Result<(), TestCaseError> {
+        let mut by_surface: std::collections::BTreeMap<
+            &str,
+            serde_json::Map<String, serde_json::Value>,
+        > = Default::default();
+        for &(p, s) in rules {
+            by_surface
+                .entry(SURFACES[s])
+                .or_default()
+                .insert(PATTERNS[p].into(), "deny".into());
+        }
+        let mut permission = serde_json::json!({"*": "allow", "external_directory": "ask"});
+        for (surface, map) in by_surface {
+            permission[surface] = serde_json::Value::Object(map);
+        }
+        let config = serde_json::json!({ "permission": permission }).to_string();
+        let daemon = Daemon::start_with_env(&config, &[]);
+        let work = work(&daemon);
+        let tree = work.join("t");
+        for (i, file) in FILES.iter().enumerate() {
+            let at = tree.join(file);
+            std::fs::create_dir_all(at.parent().expect("parent")).expect("dirs");
+            std::fs::write(&at, format!("T{i}")).expect("file");
+        }
+        let output = permfs_run(&daemon, &[])
+            .args([
+                "--",
+                "python3",
+                "-c",
+                MOVES_PROGRAM,
+                &seed.to_string(),
+                "40",
+            ])
+            .arg(&tree)
+            .output()
+            .expect("permfs run");
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        prop_assert!(
+            out.contains("OP "),
+            "the program ran: {out} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let origin = |token: &str| -> Option<String> {
+            let i: usize = token.strip_prefix('T')?.parse().ok()?;
+            Some(format!("{}/{}", tree.display(), FILES.get(i)?))
+        };
+        // No byte of a file whose first name refuses reads is read, at any name.
+        for line in out.lines().filter_map(|l| l.strip_prefix("READ ")) {
+            let Some((_, token)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            if let Some(first) = origin(token) {
+                prop_assert!(
+                    !refused(rules, &first, "path_read"),
+                    "read {token} (from {first}) as {line}: rules {rules:?}, seed {seed}\n{out}"
+                );
+            }
+        }
+        // Every file away from its first name got there by writes the
+        // policy allows, from a first name whose reads it allows.
+        let mut stack = vec![tree.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("listed").flatten() {
+                let kind = entry.file_type().expect("type");
+                let at = entry.path();
+                if kind.is_dir() {
+                    stack.push(at);
+                    continue;
+                }
+                if !kind.is_file() {
+                    continue;
+                }
+                let here = at.display().to_string();
+                let content = std::fs::read_to_string(&at).unwrap_or_default();
+                let first = origin(content.trim());
+                if first.as_deref() == Some(here.as_str()) {
+                    continue;
+                }
+                prop_assert!(
+                    !refused(rules, &here, "path_write"),
+                    "{content:?} reached {here}, where writes are refused: rules {rules:?}, seed {seed}\n{out}"
+                );
+                if let Some(first) = first {
+                    prop_assert!(
+                        !refused(rules, &first, "path_read"),
+                        "{content:?} left {first}, whose reads are refused, for {here}: rules {rules:?}, seed {seed}\n{out}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: std::env::var("PERMFS_MOVES_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(10),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Random deny policies × random sequences of renames, links,
+        /// symbolic links, mkdir, unlink and creates from a sandboxed
+        /// process (`PERMFS_MOVES_CASES` sets how many).
+        #[test]
+        fn no_operation_sequence_walks_a_file_around_its_rule(
+            rules in proptest::collection::vec((0..PATTERNS.len(), 0..SURFACES.len()), 1..4),
+            seed in any::<u64>(),
+        ) {
+            if root_and_bwrap() {
+                one_case(&rules, seed)?;
+            }
+        }
+    }
+}

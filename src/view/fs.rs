@@ -5,6 +5,7 @@
 //! and the daemon's privileges allow it, and served by the daemon
 //! otherwise.
 
+use super::moves;
 use super::nodes::{is_plain_name, path_text, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
@@ -17,13 +18,13 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirEntryExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may keep names and attributes. Changes made through
@@ -78,6 +79,67 @@ pub(super) struct Inner {
     prior_asks: Mutex<HashMap<u64, String>>,
     /// The daemon is root: what it creates is given to the caller.
     give_to_caller: bool,
+    /// Held exclusively while a rename lists, judges and moves a subtree,
+    /// and shared while an operation that makes a new name checks that
+    /// its directory is still where it was judged and makes it: no name
+    /// appears under a directory between its listing and its move
+    /// (`moves.rs`).
+    namespace: RwLock<()>,
+}
+
+/// Who made a request, kept past the request itself (a rename judged
+/// again after its ask is answered).
+#[derive(Debug, Clone, Copy)]
+struct Caller {
+    unique: u64,
+    pid: u32,
+    uid: u32,
+}
+
+impl Caller {
+    fn of(req: &Request) -> Self {
+        Self {
+            unique: u64::from(req.unique()),
+            pid: req.pid(),
+            uid: req.uid(),
+        }
+    }
+}
+
+/// A rename as the kernel sent it: directory nodes, names and flags.
+struct RenameOp {
+    parent: u64,
+    name: OsString,
+    newparent: u64,
+    newname: OsString,
+    flags: u32,
+}
+
+/// Answers to the asks one rename raised: an exchange of accesses a
+/// person allowed, so its next listing is judged without them.
+type Approved = HashSet<(PathBuf, Access)>;
+
+/// Asks one rename may raise before it is refused (a subtree that keeps
+/// changing while it waits).
+const MAX_RENAME_ASKS: u32 = 3;
+
+/// Accesses one rename's ask may carry: a move that needs answers for
+/// more is refused, naming why.
+const MAX_ASKED: usize = 1000;
+
+/// Accesses an ask's message names one by one.
+const SHOWN: usize = 20;
+
+/// The verdict on many accesses at once.
+enum Many {
+    Allow,
+    Deny {
+        path: PathBuf,
+        access: Access,
+        why: String,
+    },
+    /// No rule denied; these need an answer.
+    Ask(Vec<(PathBuf, Access)>),
 }
 
 pub struct ViewFs {
@@ -124,6 +186,7 @@ impl ViewFs {
                 asking: Mutex::new(HashMap::new()),
                 prior_asks: Mutex::new(HashMap::new()),
                 give_to_caller: euid == 0,
+                namespace: RwLock::new(()),
             }),
         })
     }
@@ -337,6 +400,7 @@ impl Inner {
     /// the verdict: at once for a rule's answer, when the ask is answered
     /// otherwise. Nothing not judged `allow` runs `then` with `Ok`.
     fn judged(self: &Arc<Self>, req: &Request, accesses: Vec<(PathBuf, Access)>, then: Then) {
+        let caller = Caller::of(req);
         let now = Instant::now();
         let generation = generation();
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
@@ -378,21 +442,252 @@ impl Inner {
                 then(self, Ok(()))
             }
             PathVerdict::Deny { why } => {
-                self.denied(req, &texts, &why);
+                self.denied(&caller, &texts, &why);
                 if let [(path, access)] = unjudged.as_slice() {
                     let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
                     verdicts.put(path, *access, Cached::Deny(why), generation, now);
                 }
                 then(self, Err(Errno::EACCES))
             }
-            PathVerdict::Ask => self.ask(req, texts, facts, then),
+            PathVerdict::Ask => self.ask(&caller, texts, facts, None, then),
         }
     }
 
-    fn denied(&self, req: &Request, texts: &[(String, Access)], why: &str) {
-        let command = sys::command_line(req.pid());
+    /// The dry walk's verdict on `accesses` together.
+    fn dry(&self, accesses: &[(PathBuf, Access)]) -> PathVerdict {
+        let texts: Vec<(String, Access)> =
+            accesses.iter().map(|(p, a)| (path_text(p), *a)).collect();
+        let Some(facts) = self.authority.path_facts(&self.session, &texts) else {
+            return PathVerdict::Deny {
+                why: "the view's session ended".into(),
+            };
+        };
+        self.authority
+            .judge_paths(&self.session, &facts)
+            .unwrap_or_else(|error| PathVerdict::Deny {
+                why: format!("cannot be judged: {error}"),
+            })
+    }
+
+    /// Judges many accesses (a rename's subtree), `approved` ones aside:
+    /// one walk for all of them first (the common case: rules allow
+    /// everything), and only when that is not `allow`, one walk each, to
+    /// name the first denied access or every one that needs an answer.
+    fn judge_many(&self, accesses: Vec<(PathBuf, Access)>, approved: &Approved) -> Many {
+        let now = Instant::now();
+        let generation = generation();
+        let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
+        {
+            let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen: HashSet<(&PathBuf, Access)> = HashSet::new();
+            for (path, access) in &accesses {
+                if approved.contains(&(path.clone(), *access)) || !seen.insert((path, *access)) {
+                    continue;
+                }
+                match verdicts.get(path, *access, generation, now) {
+                    Some(Cached::Allow) => {}
+                    Some(Cached::Deny(why)) => {
+                        return Many::Deny {
+                            path: path.clone(),
+                            access: *access,
+                            why: why.clone(),
+                        }
+                    }
+                    None => unjudged.push((path.clone(), *access)),
+                }
+            }
+        }
+        if unjudged.is_empty() {
+            return Many::Allow;
+        }
+        let cache = |list: &[(PathBuf, Access)], verdict: Cached| {
+            let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+            for (path, access) in list {
+                verdicts.put(path, *access, verdict.clone(), generation, now);
+            }
+        };
+        if let PathVerdict::Allow { .. } = self.dry(&unjudged) {
+            cache(&unjudged, Cached::Allow);
+            return Many::Allow;
+        }
+        let mut pending = Vec::new();
+        for one in unjudged {
+            match self.dry(std::slice::from_ref(&one)) {
+                PathVerdict::Allow { .. } => cache(std::slice::from_ref(&one), Cached::Allow),
+                PathVerdict::Deny { why } => {
+                    cache(std::slice::from_ref(&one), Cached::Deny(why.clone()));
+                    let (path, access) = one;
+                    return Many::Deny { path, access, why };
+                }
+                PathVerdict::Ask => pending.push(one),
+            }
+        }
+        if pending.is_empty() {
+            Many::Allow
+        } else {
+            Many::Ask(pending)
+        }
+    }
+
+    /// The shared side of the namespace lock for an operation that makes
+    /// `name` in `parent`, once `parent` is checked to be still where it
+    /// was when `judged` was judged: a directory renamed while an ask
+    /// waited would otherwise get a name no one judged at its new path.
+    fn still_at(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        judged: &Path,
+    ) -> Result<RwLockReadGuard<'_, ()>, Errno> {
+        let guard = self.namespace.read().unwrap_or_else(|p| p.into_inner());
+        match self.nodes().child_path(parent, name) {
+            Some(now) if now == judged => Ok(guard),
+            now => {
+                tracing::info!(session = %self.session, judged = %judged.display(), now = ?now, "view: the directory moved while the operation was judged: refused");
+                Err(Errno::EACCES)
+            }
+        }
+    }
+
+    /// One step of a rename: under the namespace lock, list what it moves,
+    /// judge it (`moves.rs`) and, when every access is allowed, rename.
+    /// Accesses that need an answer are asked in one ask, outside the
+    /// lock; once allowed, the rename starts again from a fresh listing
+    /// with those accesses approved (a subtree that changed while the ask
+    /// waited is judged again).
+    fn rename_step(
+        self: &Arc<Self>,
+        caller: Caller,
+        op: RenameOp,
+        mut approved: Approved,
+        asked: u32,
+        reply: ReplyEmpty,
+    ) {
+        let lock = self.namespace.write().unwrap_or_else(|p| p.into_inner());
+        let found = {
+            let nodes = self.nodes();
+            (
+                nodes.child_path(op.parent, &op.name),
+                nodes.child_path(op.newparent, &op.newname),
+                nodes.dir(op.parent),
+                nodes.dir(op.newparent),
+            )
+        };
+        let (Some(from), Some(to), Some(from_dir), Some(to_dir)) = found else {
+            return reply.error(Errno::ENOENT);
+        };
+        let exchange = op.flags & libc::RENAME_EXCHANGE != 0;
+        let listed = |dir: &OwnedFd, name: &OsStr| match moves::subtree(dir, name) {
+            Ok(Some(names)) => Ok(names),
+            Ok(None) => Err(Errno::ENOENT),
+            Err(error) if error.raw_os_error() == Some(libc::E2BIG) => {
+                tracing::warn!(session = %self.session, from = %from.display(), "view: a rename moves more than {} entries: refused", moves::MAX_MOVED);
+                Err(Errno::EACCES)
+            }
+            Err(error) => Err(io_errno(error)),
+        };
+        let moved = match listed(&from_dir, &op.name) {
+            Ok(names) => names,
+            Err(e) => return reply.error(e),
+        };
+        let swapped = if exchange {
+            match listed(&to_dir, &op.newname) {
+                Ok(names) => names,
+                Err(e) => return reply.error(e),
+            }
+        } else {
+            Vec::new()
+        };
+        let entries = moved.len() + swapped.len();
+        match self.judge_many(moves::accesses(&from, &to, &moved, &swapped), &approved) {
+            Many::Allow => {
+                let result = sys::rename_at(
+                    from_dir.as_raw_fd(),
+                    &op.name,
+                    to_dir.as_raw_fd(),
+                    &op.newname,
+                    op.flags,
+                );
+                match result {
+                    Ok(()) => {
+                        self.nodes().renamed(
+                            op.parent,
+                            &op.name,
+                            op.newparent,
+                            &op.newname,
+                            exchange,
+                        );
+                        drop(lock);
+                        reply.ok()
+                    }
+                    Err(e) => reply.error(io_errno(e)),
+                }
+            }
+            Many::Deny { path, access, why } => {
+                drop(lock);
+                let why = if entries > 1 {
+                    format!(
+                        "renaming {} moves {}: {why}",
+                        from.display(),
+                        path.display()
+                    )
+                } else {
+                    why
+                };
+                self.denied(&caller, &[(path_text(&path), access)], &why);
+                reply.error(Errno::EACCES)
+            }
+            Many::Ask(pending) => {
+                drop(lock);
+                let refuse = |why: String| {
+                    let texts: Vec<(String, Access)> = pending
+                        .iter()
+                        .take(SHOWN)
+                        .map(|(p, a)| (path_text(p), *a))
+                        .collect();
+                    self.denied(&caller, &texts, &why);
+                    Errno::EACCES
+                };
+                if asked >= MAX_RENAME_ASKS {
+                    return reply.error(refuse(format!(
+                        "renaming {} still needs answers after {asked} asks (what it moves kept changing)",
+                        from.display()
+                    )));
+                }
+                if pending.len() > MAX_ASKED {
+                    return reply.error(refuse(format!(
+                        "renaming {} needs answers for {} accesses, more than one ask may carry ({MAX_ASKED})",
+                        from.display(),
+                        pending.len()
+                    )));
+                }
+                let texts: Vec<(String, Access)> =
+                    pending.iter().map(|(p, a)| (path_text(p), *a)).collect();
+                let Some(facts) = self.authority.path_facts(&self.session, &texts) else {
+                    return reply.error(Errno::EACCES);
+                };
+                let message = moves::describe(&from, &to, entries, &pending, SHOWN);
+                self.ask(
+                    &caller,
+                    texts,
+                    facts,
+                    Some(message),
+                    Box::new(move |inner, verdict| match verdict {
+                        Err(e) => reply.error(e),
+                        Ok(()) => {
+                            approved.extend(pending);
+                            inner.rename_step(caller, op, approved, asked + 1, reply)
+                        }
+                    }),
+                );
+            }
+        }
+    }
+
+    fn denied(&self, caller: &Caller, texts: &[(String, Access)], why: &str) {
+        let command = sys::command_line(caller.pid);
         for (path, access) in texts {
-            tracing::info!(session = %self.session, path = %path, access = access.word(), pid = req.pid(), %why, "view: denied");
+            tracing::info!(session = %self.session, path = %path, access = access.word(), pid = caller.pid, %why, "view: denied");
         }
         let mut entry = serde_json::Map::new();
         entry.insert("event".into(), "view-denied".into());
@@ -406,21 +701,23 @@ impl Inner {
                 .into(),
         );
         entry.insert("why".into(), why.into());
-        entry.insert("pid".into(), req.pid().into());
-        entry.insert("uid".into(), req.uid().into());
+        entry.insert("pid".into(), caller.pid.into());
+        entry.insert("uid".into(), caller.uid.into());
         entry.insert("command".into(), command.into());
         self.authority.audit_line(entry);
     }
 
-    /// Raises the ask and parks `then` on its answer.
+    /// Raises the ask and parks `then` on its answer. `what` says what
+    /// the program does (by default: opens the files of `texts`).
     fn ask(
         self: &Arc<Self>,
-        req: &Request,
+        caller: &Caller,
         texts: Vec<(String, Access)>,
         facts: crate::facts::request::FactSet,
+        what: Option<String>,
         then: Then,
     ) {
-        let unique: u64 = u64::from(req.unique()) & !RESENT;
+        let unique: u64 = caller.unique & !RESENT;
         // An open the kernel re-sends to this server after a crash finds
         // the ask it raised (restored from the journal) by the node log's
         // record of it, instead of asking twice.
@@ -443,17 +740,18 @@ impl Inner {
         if let Some(log) = self.nodes().log() {
             log.asked(unique, &rid);
         }
-        let command = sys::command_line(req.pid());
-        let what: Vec<String> = texts
-            .iter()
-            .map(|(p, a)| format!("{} {p}", a.word()))
-            .collect();
-        let message = format!(
-            "a program in the sandbox opens a file: {} (pid {}, uid {}: {command})",
-            what.join(", "),
-            req.pid(),
-            req.uid()
-        );
+        let command = sys::command_line(caller.pid);
+        let what = what.unwrap_or_else(|| {
+            let accesses: Vec<String> = texts
+                .iter()
+                .map(|(p, a)| format!("{} {p}", a.word()))
+                .collect();
+            format!(
+                "a program in the sandbox opens a file: {}",
+                accesses.join(", ")
+            )
+        });
+        let message = format!("{what} (pid {}, uid {}: {command})", caller.pid, caller.uid);
         let paths: Vec<String> = texts.iter().map(|(p, _)| p.clone()).collect();
         let ask_id = match self
             .authority
@@ -984,53 +1282,17 @@ impl Filesystem for ViewFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let (from, to) = match (
-            self.inner.child_path(parent.0, name),
-            self.inner.child_path(newparent.0, newname),
-        ) {
-            (Ok(from), Ok(to)) => (from, to),
-            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        // Every name the rename moves is judged, beneath a directory too
+        // (`moves.rs`): `mv private pub` is `cp -r` plus `rm -r`.
+        let op = RenameOp {
+            parent: parent.0,
+            name: name.to_os_string(),
+            newparent: newparent.0,
+            newname: newname.to_os_string(),
+            flags: flags.bits(),
         };
-        let (name, newname) = (name.to_os_string(), newname.to_os_string());
-        let (parent, newparent) = (parent.0, newparent.0);
-        let flags = flags.bits();
-        // Both ends are written: the old name goes, the new one appears
-        // (and, with RENAME_EXCHANGE, each gets the other's file).
-        self.inner.judged(
-            req,
-            vec![(from, Access::Write), (to, Access::Write)],
-            Box::new(move |inner, verdict| {
-                if let Err(e) = verdict {
-                    return reply.error(e);
-                }
-                let (from_dir, to_dir) = {
-                    let nodes = inner.nodes();
-                    (nodes.dir(parent), nodes.dir(newparent))
-                };
-                let (Some(from_dir), Some(to_dir)) = (from_dir, to_dir) else {
-                    return reply.error(Errno::ENOENT);
-                };
-                match sys::rename_at(
-                    from_dir.as_raw_fd(),
-                    &name,
-                    to_dir.as_raw_fd(),
-                    &newname,
-                    flags,
-                ) {
-                    Ok(()) => {
-                        inner.nodes().renamed(
-                            parent,
-                            &name,
-                            newparent,
-                            &newname,
-                            flags & libc::RENAME_EXCHANGE != 0,
-                        );
-                        reply.ok()
-                    }
-                    Err(e) => reply.error(io_errno(e)),
-                }
-            }),
-        );
+        self.inner
+            .rename_step(Caller::of(req), op, Approved::new(), 0, reply);
     }
 
     fn link(
@@ -1057,13 +1319,14 @@ impl Filesystem for ViewFs {
             vec![
                 (from.clone(), Access::Read),
                 (from, Access::Write),
-                (to, Access::Write),
+                (to.clone(), Access::Write),
             ],
             Box::new(move |inner, verdict| {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
                 let result = (|| -> Result<FileAttr, Errno> {
+                    let _made = inner.still_at(newparent, &newname, &to)?;
                     let fd = inner.node_fd(ino)?;
                     let dir = inner.nodes().dir(newparent).ok_or(Errno::ENOENT)?;
                     sys::link_fd(&fd, dir.as_raw_fd(), &newname).map_err(io_errno)?;
@@ -1133,7 +1396,7 @@ impl Filesystem for ViewFs {
         };
         let mut accesses = vec![(path.clone(), Access::Write)];
         if flags & libc::O_ACCMODE == libc::O_RDWR {
-            accesses.push((path, Access::Read));
+            accesses.push((path.clone(), Access::Read));
         }
         let name = name.to_os_string();
         let parent = parent.0;
@@ -1146,6 +1409,10 @@ impl Filesystem for ViewFs {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                let _made = match inner.still_at(parent, &name, &path) {
+                    Ok(made) => made,
+                    Err(e) => return reply.error(e),
+                };
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -1452,11 +1719,15 @@ impl ViewFs {
         let (uid, gid) = (req.uid(), req.gid());
         self.inner.judged(
             req,
-            vec![(path, Access::Write)],
+            vec![(path.clone(), Access::Write)],
             Box::new(move |inner, verdict| {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                let _made = match inner.still_at(parent, &name, &path) {
+                    Ok(made) => made,
+                    Err(e) => return reply.error(e),
+                };
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };

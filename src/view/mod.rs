@@ -23,6 +23,7 @@
 //! ask it raised (`docs/restart.md`).
 
 mod fs;
+mod moves;
 mod nodelog;
 mod nodes;
 mod sys;
