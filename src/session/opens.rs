@@ -149,7 +149,9 @@ impl Authority {
         if chain_cwds.is_empty() {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         }
-        if let Some(guard) = self.guard_met(&chain_cwds, facts) {
+        // A deny guard refuses here; the outside-the-sandbox floor is in
+        // every node's judgment (an `ask` a person answers).
+        if let Some(guard) = self.guard_met(&chain_cwds, facts).filter(|g| !g.floor) {
             return Ok(PathVerdict::Deny {
                 why: format!("built-in guard {:?}: {}", guard.pattern, guard.reason),
             });
