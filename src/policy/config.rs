@@ -399,9 +399,11 @@ fn parse_guards(value: &Value) -> Result<Vec<(String, super::outside::Setting)>,
         let setting = match state.as_str() {
             Some("allow") => Setting::Allow,
             Some("ask") => Setting::Ask,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "guards.{name} must be \"allow\" (lowered) or \"ask\" (the default), got {state}"
-            )),
+            ))
+            }
         };
         out.push((name.clone(), setting));
     }

@@ -428,6 +428,48 @@ pub fn placing<T>(paths: &[String], f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// A scope open on this thread until this is dropped (see [`enter`],
+/// [`enter_placing`]): for a caller whose judging runs through code it
+/// does not want to wrap in a closure.
+#[must_use = "the scope closes when this is dropped"]
+pub struct Entered {
+    scope: Option<Scope>,
+    placed: usize,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if self.scope.is_some() {
+            SCOPE.with(|s| {
+                s.borrow_mut().pop();
+            });
+        }
+        PLACING.with(|p| {
+            let mut p = p.borrow_mut();
+            let keep = p.len().saturating_sub(self.placed);
+            p.truncate(keep);
+        });
+    }
+}
+
+/// Opens `scope` on this thread until the result is dropped.
+pub fn enter(scope: Scope) -> Entered {
+    SCOPE.with(|s| s.borrow_mut().push(scope));
+    Entered {
+        scope: Some(scope),
+        placed: 0,
+    }
+}
+
+/// [`placing`] until the result is dropped.
+pub fn enter_placing(paths: &[String]) -> Entered {
+    PLACING.with(|p| p.borrow_mut().extend(paths.iter().cloned()));
+    Entered {
+        scope: None,
+        placed: paths.len(),
+    }
+}
+
 /// Runs its closure when dropped (also on unwind).
 struct Close<F: FnMut()>(F);
 
