@@ -208,6 +208,19 @@ impl Authority {
         }
     }
 
+    /// The outside-the-sandbox guards of `session`'s policy (the view
+    /// asks before it judges what a rename puts in place), or `None` when
+    /// there is no such session or its policy cannot be had (the rename is
+    /// then judged as any other, and the floor asks).
+    pub fn outside_guards(
+        &self,
+        session: &str,
+    ) -> Option<Arc<crate::policy::outside::OutsideGuards>> {
+        let cwd = lock(&self.state).tree.get(session)?.cwd.clone();
+        let policy = self.loader.policy(&cwd, None).ok()?;
+        Some(Arc::clone(&policy.outside))
+    }
+
     /// Raises the ask the dry walk could not answer, with its facts fixed:
     /// it waits in an inbox like any other (see [`Self::wait`]).
     pub fn raise_paths(

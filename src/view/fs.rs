@@ -339,11 +339,17 @@ impl Inner {
     fn judged(self: &Arc<Self>, req: &Request, accesses: Vec<(PathBuf, Access)>, then: Then) {
         let now = Instant::now();
         let generation = generation();
+        // A verdict judged inside an outside-guard scope is the operation's
+        // (a directory made, inert content placed), not the path's.
+        let scoped = crate::policy::outside::scoped();
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
         {
             let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
             for (path, access) in accesses {
-                match verdicts.get(&path, access, generation, now) {
+                match verdicts
+                    .get(&path, access, generation, now)
+                    .filter(|_| !scoped)
+                {
                     Some(Cached::Allow) => {}
                     Some(Cached::Deny(_)) => {
                         drop(verdicts);
@@ -371,7 +377,7 @@ impl Inner {
         match verdict {
             PathVerdict::Allow { .. } => {
                 let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-                for (path, access) in &unjudged {
+                for (path, access) in unjudged.iter().filter(|_| !scoped) {
                     verdicts.put(path, *access, Cached::Allow, generation, now);
                 }
                 drop(verdicts);
@@ -379,7 +385,7 @@ impl Inner {
             }
             PathVerdict::Deny { why } => {
                 self.denied(req, &texts, &why);
-                if let [(path, access)] = unjudged.as_slice() {
+                if let (false, [(path, access)]) = (scoped, unjudged.as_slice()) {
                     let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
                     verdicts.put(path, *access, Cached::Deny(why), generation, now);
                 }
@@ -765,6 +771,60 @@ impl Inner {
             .ok_or(Errno::EBADF)
     }
 
+    /// When renaming `name` in `parent` to `to` puts a file in place that
+    /// an outside-the-sandbox guard judges by content (`.git/config`),
+    /// and that file's bytes are inert (`policy::outside::gitconfig`):
+    /// the path to place without the floor. `None` (judged as any rename,
+    /// so the floor asks) for anything else, and whenever the content
+    /// could change after it was read: a source that is not one regular
+    /// file with one link, or that a handle of this view holds open for
+    /// writing (one with no descriptor of its own counts as writing).
+    fn inert_placement(&self, parent: u64, name: &OsStr, to: &Path) -> Option<Vec<String>> {
+        use std::io::Read;
+        let to_text = path_text(to);
+        let guards = self.authority.outside_guards(&self.session)?;
+        let (met, _) = crate::policy::outside::content_guard(&guards, &to_text)?;
+        let (dir, node) = {
+            let nodes = self.nodes();
+            (nodes.dir(parent)?, nodes.child(parent, name))
+        };
+        let file =
+            sys::open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK, 0).ok()?;
+        let st = sys::stat_fd(file.as_raw_fd()).ok()?;
+        let max = crate::policy::outside::gitconfig::MAX_BYTES as u64;
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        if !regular || st.st_nlink != 1 || st.st_size as u64 > max {
+            tracing::info!(session = %self.session, path = %to_text, "view: a file put in a guarded place is not one small regular file: the floor asks");
+            return None;
+        }
+        let writers = self.files.lock().map_or(true, |files| {
+            files.values().any(|open| match &open.file {
+                Some(fd) => {
+                    let same = sys::stat_fd(fd.as_raw_fd())
+                        .is_ok_and(|o| (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino));
+                    same && sys::access_mode(fd.as_raw_fd()).map_or(true, |m| m != libc::O_RDONLY)
+                }
+                None => Some(open.ino) == node,
+            })
+        });
+        if writers {
+            tracing::info!(session = %self.session, path = %to_text, "view: a file put in a guarded place is still open for writing: the floor asks");
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::from(file)
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        match crate::policy::outside::gitconfig::judge(&bytes) {
+            Ok(()) => Some(vec![to_text]),
+            Err(found) => {
+                tracing::info!(session = %self.session, path = %to_text, guard = %met.name, ?found, "view: content that runs outside the sandbox: the floor asks");
+                None
+            }
+        }
+    }
+
     fn file_fd(&self, fh: u64) -> Option<i32> {
         self.files.lock().ok().and_then(|f| {
             f.get(&fh)
@@ -946,6 +1006,9 @@ impl Filesystem for ViewFs {
         reply: ReplyEntry,
     ) {
         let name = name.to_os_string();
+        // `git init` makes `.git` and `.git/hooks`: a directory made there
+        // is not a program (what is put in it is judged on its own).
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.make(req, parent.0, name.clone(), reply, move |dir| {
             sys::mkdir_at(dir, &name, mode & !umask)
         });
@@ -967,10 +1030,14 @@ impl Filesystem for ViewFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        // Removing a name runs nothing: a guarded directory's own name is
+        // not floored (a hook file in it still is).
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.remove(req, parent.0, name, 0, reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.remove(req, parent.0, name, libc::AT_REMOVEDIR, reply);
     }
 
@@ -994,6 +1061,13 @@ impl Filesystem for ViewFs {
         let (name, newname) = (name.to_os_string(), newname.to_os_string());
         let (parent, newparent) = (parent.0, newparent.0);
         let flags = flags.bits();
+        // git's `config.lock` → `config`: inert content is placed without
+        // the outside floor, and judged again just before the rename.
+        let placed = (flags == 0)
+            .then(|| self.inner.inert_placement(parent, &name, &to))
+            .flatten();
+        let recheck = placed.as_ref().map(|_| to.clone());
+        let _placing = crate::policy::outside::enter_placing(&placed.unwrap_or_default());
         // Both ends are written: the old name goes, the new one appears
         // (and, with RENAME_EXCHANGE, each gets the other's file).
         self.inner.judged(
@@ -1010,6 +1084,11 @@ impl Filesystem for ViewFs {
                 let (Some(from_dir), Some(to_dir)) = (from_dir, to_dir) else {
                     return reply.error(Errno::ENOENT);
                 };
+                if let Some(to) = &recheck {
+                    if inner.inert_placement(parent, &name, to).is_none() {
+                        return reply.error(Errno::EACCES);
+                    }
+                }
                 match sys::rename_at(
                     from_dir.as_raw_fd(),
                     &name,
