@@ -217,3 +217,152 @@ fn every_agents_settings_and_policy_file_is_guarded() {
         );
     }
 }
+
+/// The files a person's own tools run later (issue 34, item 4): every
+/// write asks, whatever the rules allow, and the person's answer decides.
+#[test]
+fn files_that_run_outside_the_sandbox_ask_whatever_the_rules_allow() {
+    let daemon = Daemon::start(
+        r#"{"permission": {"*": "allow", "write": "allow", "path_write": {"*": "allow"}, "external_directory": "allow"}}"#,
+        None,
+    );
+    let work = work(&daemon);
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let ordinary = daemon.response(&daemon.ask("main", "o", &write_ask(&work.join("a.txt"))));
+    assert_eq!(ordinary["outcome"], "allow", "{ordinary}");
+    // The inert sample hooks git init writes, and git's own lock file.
+    for (rid, path) in [
+        ("s", work.join(".git/hooks/pre-commit.sample")),
+        ("l", work.join(".git/config.lock")),
+    ] {
+        let answer = daemon.response(&daemon.ask("main", rid, &write_ask(&path)));
+        assert_eq!(answer["outcome"], "allow", "{answer}");
+    }
+    let planted = [
+        (work.join(".git/hooks/pre-commit"), "a git hook"),
+        (work.join("sub/.git/config"), "a git config file"),
+        (work.join(".envrc"), "a direnv file"),
+        (work.join(".vscode/tasks.json"), "a VS Code workspace file"),
+        (
+            work.join(".devcontainer/devcontainer.json"),
+            "a dev container",
+        ),
+        (home.join(".bashrc"), "a shell start-up file"),
+        (home.join(".ssh/authorized_keys"), "ssh"),
+        (home.join(".local/bin/git"), "PATH"),
+    ];
+    for (index, (path, kind)) in planted.iter().enumerate() {
+        let response = daemon.ask("main", &format!("p{index}"), &write_ask(path));
+        eventually("the write waits for a person", || {
+            daemon.inbox("main").len() == 1
+        });
+        let ask = daemon.inbox("main")[0].clone();
+        let entry = daemon.session("main").join("inbox").join(&ask);
+        let shown = std::fs::read_to_string(&entry).expect("entry");
+        assert!(
+            shown.contains("runs outside the sandbox") && shown.contains(kind),
+            "{}: {shown}",
+            path.display()
+        );
+        std::fs::write(&entry, "deny").expect("decided");
+        let answer = daemon.response(&response);
+        assert_eq!(answer["outcome"], "deny", "{answer}");
+        assert_eq!(answer["decidedBy"]["kind"], "user", "{answer}");
+    }
+    // A shell's redirect into a hook is the same write; a person allows it.
+    let bash = format!(
+        r#"{{"tool":"bash","input":{{"command":"echo x > {}"}}}}"#,
+        work.join(".git/hooks/post-checkout").display()
+    );
+    let answer = decided(&daemon, "main", "b", &bash, "allow");
+    assert_eq!(answer["outcome"], "allow", "{answer}");
+    assert_eq!(answer["decidedBy"]["kind"], "user", "{answer}");
+}
+
+/// The floor is `max(verdict, ask)`: a deny stays a deny, and no grant
+/// or `allow always` lifts it; each write asks again.
+#[test]
+fn no_grant_outranks_the_outside_floor_and_a_deny_still_denies() {
+    let daemon = Daemon::start(
+        r#"{"permission": {"*": "ask", "write": "allow", "path_write": {"*": "allow", "*/.vscode/*": "deny"}, "external_directory": "allow"}}"#,
+        None,
+    );
+    let work = work(&daemon);
+    let denied =
+        daemon.response(&daemon.ask("main", "v", &write_ask(&work.join(".vscode/tasks.json"))));
+    assert_eq!(denied["outcome"], "deny", "{denied}");
+    assert_eq!(denied["decidedBy"]["kind"], "rule", "{denied}");
+    let first = decided(
+        &daemon,
+        "main",
+        "e1",
+        &write_ask(&work.join(".envrc")),
+        "allow session *",
+    );
+    assert_eq!(first["approved"], true, "{first}");
+    assert_eq!(first["decidedBy"]["kind"], "user", "{first}");
+    // The grant covers ordinary writes, never this one: it asks again.
+    let response = daemon.ask("main", "e2", &write_ask(&work.join(".envrc")));
+    eventually("the second write asks again", || {
+        daemon.inbox("main").len() == 1
+    });
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    // `allow always` is refused, saying how the operator lowers the guard.
+    let refused = std::fs::write(&entry, "allow always global");
+    assert!(refused.is_err(), "allow always was taken");
+    let shown = std::fs::read_to_string(&entry).expect("entry");
+    assert!(shown.contains(r#"\"direnv\": \"allow\""#), "{shown}");
+    std::fs::write(&entry, "deny").expect("decided");
+    assert_eq!(daemon.response(&response)["outcome"], "deny");
+}
+
+/// Only the global config lowers a guard, by name; a project layer that
+/// tries is ignored with a config issue; `check-config` shows each guard.
+#[test]
+fn an_operator_lowers_an_outside_guard_in_the_global_config_only() {
+    let config = r#"{"permission": {"*": "allow", "write": "allow", "path_write": {"*": "allow"}, "external_directory": "allow"}, "guards": {"git-hooks": "allow"}}"#;
+    let daemon = Daemon::start(config, None);
+    let work = work(&daemon);
+    let hook =
+        daemon.response(&daemon.ask("main", "h", &write_ask(&work.join(".git/hooks/pre-commit"))));
+    assert_eq!(hook["outcome"], "allow", "{hook}");
+    std::fs::create_dir_all(work.join(".permfs")).expect("dir");
+    std::fs::write(
+        work.join(".permfs/config.json"),
+        r#"{"guards": {"direnv": "allow"}}"#,
+    )
+    .expect("project layer");
+    eventually("the project layer's guards are reported ignored", || {
+        std::fs::read_to_string(daemon.session("main").join("rules.json"))
+            .is_ok_and(|r| r.contains("guards can be lowered only in the global config"))
+    });
+    let response = daemon.ask("main", "e", &write_ask(&work.join(".envrc")));
+    eventually(".envrc still asks", || daemon.inbox("main").len() == 1);
+    let entry = daemon
+        .session("main")
+        .join("inbox")
+        .join(&daemon.inbox("main")[0]);
+    std::fs::write(&entry, "deny").expect("decided");
+    assert_eq!(daemon.response(&response)["outcome"], "deny");
+
+    let global = daemon.dir.path().join("config.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .arg("check-config")
+        .arg(&global)
+        .output()
+        .expect("check-config runs");
+    assert!(out.status.success(), "{out:?}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let state = |name: &str| {
+        shown["outsideGuards"]
+            .as_array()
+            .and_then(|g| g.iter().find(|g| g["name"] == name))
+            .map(|g| g["state"].clone())
+    };
+    assert_eq!(state("git-hooks"), Some("allow".into()), "{shown}");
+    assert_eq!(state("direnv"), Some("ask".into()), "{shown}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("git-hooks"));
+}

@@ -25,6 +25,10 @@ pub fn run(args: CheckConfigArgs) -> i32 {
     let mut maps = Vec::new();
     let mut failed = false;
     let mut yolo = false;
+    // The outside-the-sandbox guards the global config (the first file)
+    // lowers; a project layer's `guards` key is ignored, as the daemon
+    // ignores it.
+    let mut lowered: Vec<(String, crate::policy::outside::Setting)> = Vec::new();
     let state_dir = args
         .state_dir
         .clone()
@@ -50,6 +54,14 @@ pub fn run(args: CheckConfigArgs) -> i32 {
             ConfigFile::load(file)
                 .map(|config| {
                     yolo |= index == 0 && config.yolo_mode == Some(true);
+                    match (&config.guards, index) {
+                        (Some(guards), 0) => lowered.clone_from(guards),
+                        (Some(_), _) => eprintln!(
+                            "{}: note: guards can be lowered only in the global config; ignored here",
+                            file.display()
+                        ),
+                        (None, _) => {}
+                    }
                     config.permission
                 })
                 .map_err(|e| e.to_string())
@@ -130,6 +142,15 @@ pub fn run(args: CheckConfigArgs) -> i32 {
             "the global config, the project configs of the cwd, the agent files".to_string(),
         ])
         .collect();
+    let outside = outside_guards(&home, &lowered);
+    for guard in &outside {
+        if guard["state"] == "allow" {
+            eprintln!(
+                "note: the built-in guard {} (files that run outside the sandbox) is lowered to allow",
+                guard["name"]
+            );
+        }
+    }
     println!(
         "{}",
         json!({
@@ -137,7 +158,50 @@ pub fn run(args: CheckConfigArgs) -> i32 {
             "layers": layers,
             "trustedRules": trusted_rules,
             "builtInDenies": {"surface": "path_write", "patterns": built_in, "final": true},
+            "outsideGuards": outside,
         })
     );
     i32::from(failed)
+}
+
+/// Each outside-the-sandbox guard (`policy::outside`) as `check-config`
+/// shows it: its name, the kind of file, its patterns (`~` is `home`), what
+/// is left alone, whether content is judged, and its state: `ask` (every
+/// write asks a person, final) or `allow` (lowered by the global config).
+fn outside_guards(
+    home: &std::path::Path,
+    lowered: &[(String, crate::policy::outside::Setting)],
+) -> Vec<serde_json::Value> {
+    use crate::policy::outside::{entries, Setting};
+    let entries = match entries() {
+        Ok(entries) => entries,
+        Err(error) => {
+            eprintln!("error: the built-in guard table does not parse ({error}): every write asks");
+            return Vec::new();
+        }
+    };
+    let home = home.to_string_lossy();
+    let expand = |p: &String| match p.strip_prefix("~/") {
+        Some(rest) => format!("{}/{rest}", home.trim_end_matches('/')),
+        None => p.clone(),
+    };
+    entries
+        .iter()
+        .map(|entry| {
+            let state = lowered
+                .iter()
+                .rev()
+                .find(|(name, _)| *name == entry.name)
+                .map_or(Setting::Ask, |(_, s)| *s);
+            json!({
+                "name": entry.name,
+                "kind": entry.kind,
+                "patterns": entry.patterns.iter().map(expand).collect::<Vec<_>>(),
+                "except": entry.except.iter().map(expand).collect::<Vec<_>>(),
+                "contentJudged": entry.content.is_some(),
+                "state": state,
+                "final": state == Setting::Ask,
+            })
+        })
+        .collect()
 }

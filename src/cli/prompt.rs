@@ -1270,6 +1270,9 @@ impl App {
                 ))),
             ]));
         }
+        if let Some(reason) = ask["guard"]["reason"].as_str() {
+            lines.push(Line::from(vec![label("GUARD"), Span::raw(visible(reason))]));
+        }
         lines.push(Line::from(vec![
             label("WAITS AT"),
             Span::raw(visible(&format!(

@@ -44,6 +44,10 @@ pub struct ConfigFile {
     /// permfs: keys owned by later layers of the daemon (judges, roots),
     /// kept raw so this module stays about policy.
     pub extensions: Map<String, Value>,
+    /// permfs: the built-in outside-the-sandbox guards an operator set by
+    /// name (`"guards": {"git-hooks": "allow"}`). Honoured only in the
+    /// global config; `None` when the key is absent.
+    pub guards: Option<Vec<(String, super::outside::Setting)>>,
 }
 
 /// Keys whose meaning is policy.
@@ -71,7 +75,7 @@ const IGNORED_REFERENCE_KEYS: &[&str] = &[
     "showPersistenceSummary",
 ];
 /// permfs's own keys.
-pub const PERMFS_KEYS: &[&str] = &["agents", "judges", "limits", "roots"];
+pub const PERMFS_KEYS: &[&str] = &["agents", "guards", "judges", "limits", "roots"];
 
 const DIRECTIONAL_KEYS: &[&str] = &[
     "path_read",
@@ -147,6 +151,7 @@ impl ConfigFile {
                 "authorizerChain" => config.authorizer_chain = Some(parse_chain(value)?),
                 "authorizerTrust" => config.authorizer_trust = Some(parse_trust(value)?),
                 "agents" => config.agents = parse_agents(value)?,
+                "guards" => config.guards = Some(parse_guards(value)?),
                 "judges" | "limits" | "roots" => {
                     config.extensions.insert(key.clone(), value.clone());
                 }
@@ -371,6 +376,38 @@ fn parse_trust(value: &Value) -> Result<Vec<(String, Vec<String>)>, String> {
             Ok((link.clone(), families))
         })
         .collect()
+}
+
+/// `"guards": {"<name>": "allow" | "ask"}`: an unknown name is an error
+/// (a typo would leave the guard on while the operator believes it off,
+/// or the reverse), and so is any other state: a guard is only lowered
+/// to `allow` or kept at `ask` (a `deny` is a rule's business).
+fn parse_guards(value: &Value) -> Result<Vec<(String, super::outside::Setting)>, String> {
+    use super::outside::{names, Setting};
+    let object = value.as_object().ok_or_else(|| {
+        format!(
+            "guards must be an object of guard names, got {}",
+            kind(value)
+        )
+    })?;
+    let valid = names();
+    let mut out = Vec::with_capacity(object.len());
+    for (name, state) in object {
+        if !valid.contains(&name.as_str()) {
+            return Err(unknown_key_message("guard", name, &valid));
+        }
+        let setting = match state.as_str() {
+            Some("allow") => Setting::Allow,
+            Some("ask") => Setting::Ask,
+            _ => {
+                return Err(format!(
+                "guards.{name} must be \"allow\" (lowered) or \"ask\" (the default), got {state}"
+            ))
+            }
+        };
+        out.push((name.clone(), setting));
+    }
+    Ok(out)
 }
 
 fn parse_agents(value: &Value) -> Result<Vec<(String, PermissionMap)>, String> {

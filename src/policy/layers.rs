@@ -217,6 +217,11 @@ pub struct Policy {
     /// the stricter verdict, so an untrusted layer's `deny` and `ask`
     /// count and its `allow` never does.
     pub narrowing: Option<Arc<CompiledRules>>,
+    /// The built-in floor on writing files that run outside the sandbox
+    /// (`policy::outside`), with the guards the global config lowered
+    /// left out. Applied after the whole stack has judged: a write it
+    /// meets is `ask` at least, and only a person may allow it.
+    pub outside: Arc<super::outside::OutsideGuards>,
 }
 
 /// A layer file and whether the operator trusted it.
@@ -515,6 +520,19 @@ impl PolicyLoader {
             .collect()
     }
 
+    /// The daemon's home as written and, when a symlink leads there, as
+    /// it resolves: the outside-the-sandbox guards' `~`.
+    fn homes(&self) -> Vec<String> {
+        let mut homes = vec![self.home.clone()];
+        if let Ok(real) = crate::facts::fence::canonicalize_lenient(Path::new(&self.home)) {
+            let real = real.to_string_lossy().into_owned();
+            if !homes.contains(&real) {
+                homes.push(real);
+            }
+        }
+        homes
+    }
+
     fn project_files(&self, cwd: &Path) -> Vec<PathBuf> {
         match &self.sources.project_file {
             Some(file) => vec![file.clone()],
@@ -644,6 +662,12 @@ impl PolicyLoader {
             match ConfigFile::parse(&bytes) {
                 Ok(config) => {
                     sources.push((Origin::Project, file.clone()));
+                    if config.guards.is_some() {
+                        issues.push(format!(
+                            "{}: guards can be lowered only in the global config; ignored here",
+                            file.display()
+                        ));
+                    }
                     if config.yolo_mode.is_some() || config.authorizer_trust.is_some() {
                         issues.push(format!(
                             "{}: yoloMode and authorizerTrust are honoured only in the global config; ignored here",
@@ -790,6 +814,20 @@ impl PolicyLoader {
         } else {
             None
         };
+        let outside = Arc::new(super::outside::OutsideGuards::compile(
+            &self.homes(),
+            global.guards.as_deref().unwrap_or_default(),
+        ));
+        if let Some(why) = outside.broken_reason() {
+            issues.push(format!("{why}: every write asks a person"));
+        }
+        for (name, setting) in &outside.settings {
+            if *setting == super::outside::Setting::Allow {
+                issues.push(format!(
+                    "the built-in guard {name:?} (files that run outside the sandbox) is lowered to allow by the global config"
+                ));
+            }
+        }
         let failed_closed = !invalid.is_empty();
         if failed_closed {
             issues.extend(invalid);
@@ -806,6 +844,7 @@ impl PolicyLoader {
             guard,
             layers: layer_trust,
             narrowing,
+            outside,
         })
     }
 }

@@ -6,6 +6,7 @@ pub mod edit;
 pub mod evaluate;
 pub mod frontmatter;
 pub mod layers;
+pub mod outside;
 pub mod rule;
 pub mod state;
 pub mod trust;

@@ -119,6 +119,10 @@ impl DecidedBy {
 pub struct Guarded {
     pub pattern: String,
     pub reason: String,
+    /// `false`: a guard on the authority, which nothing may allow.
+    /// `true`: a file that runs outside the sandbox (`policy::outside`),
+    /// which only a person's answer may allow.
+    pub floor: bool,
 }
 
 /// Why the ask ended, beyond allow/deny.

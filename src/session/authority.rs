@@ -1493,9 +1493,14 @@ pub(super) fn finish(
     }
     // The guards are final: whatever allowed a write to the authority (a
     // rule, a grant, a judge, a person), it is denied, naming the guard.
+    // A write that runs outside the sandbox (`floor`) may be allowed by a
+    // person's answer alone; any other allow of it is denied (fail
+    // closed: the walk and the chain hand it to a person first, so this
+    // is the last line, not the usual way).
+    let person = matches!(decided_by, DecidedBy::User { .. });
     let (outcome, decided_by, reason) = match (&ask.guarded, outcome) {
-        (Some(guard), Outcome::Allow) => {
-            tracing::warn!(ask = %ask.id, pattern = %guard.pattern, overruled = decided_by.kind(), "an allow of a write to the authority was overruled by its built-in guard");
+        (Some(guard), Outcome::Allow) if !(guard.floor && person) => {
+            tracing::warn!(ask = %ask.id, pattern = %guard.pattern, overruled = decided_by.kind(), floor = guard.floor, "an allow of a guarded write was overruled by its built-in guard");
             (
                 Outcome::Deny,
                 DecidedBy::Guard {

@@ -90,7 +90,7 @@ impl Authority {
         if let Some(guard) = ask
             .guarded
             .as_ref()
-            .filter(|_| !matches!(decision, Decision::Deny(_)))
+            .filter(|g| !g.floor && !matches!(decision, Decision::Deny(_)))
         {
             let reason = format!(
                 "refused: this ask writes to permfs's own authority ({}, guarded by {}); no decision can allow it, only deny",
@@ -99,6 +99,30 @@ impl Authority {
             drop(state);
             self.record_refusal(session, ask_id, &reason);
             return Err(AuthorityError::PermissionDenied(reason));
+        }
+        // A write that runs outside the sandbox is a person's decision each
+        // time: `allow`, `allow session` and `allow subagent` allow this
+        // one (a grant is recorded, but no grant outranks the floor, so
+        // the next such write asks again). `allow always` would add a
+        // config rule that does not lift the floor either, so it is
+        // refused with what does: lowering the guard by name.
+        if let Some(guard) = ask
+            .guarded
+            .as_ref()
+            .filter(|g| g.floor && matches!(decision, Decision::AllowAlwaysGlobal(_)))
+        {
+            let name = guard
+                .reason
+                .rsplit_once("built-in guard ")
+                .map(|(_, n)| n.trim_end_matches(')').trim_matches('"').to_string())
+                .unwrap_or_else(|| guard.pattern.clone());
+            let reason = format!(
+                "refused: this write runs outside the sandbox ({}); no config rule lifts that, so allow it once (allow, allow session) or deny it; the operator can lower the guard in the global config: \"guards\": {{\"{name}\": \"allow\"}}",
+                guard.reason
+            );
+            drop(state);
+            self.record_refusal(session, ask_id, &reason);
+            return Err(AuthorityError::Invalid(reason));
         }
         // `allow always` edits the global config, the authority itself, so
         // the edit is audited before it is made (fail closed, issue 23

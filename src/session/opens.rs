@@ -149,7 +149,9 @@ impl Authority {
         if chain_cwds.is_empty() {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         }
-        if let Some(guard) = self.guard_met(&chain_cwds, facts) {
+        // A deny guard refuses here; the outside-the-sandbox floor is in
+        // every node's judgment (an `ask` a person answers).
+        if let Some(guard) = self.guard_met(&chain_cwds, facts).filter(|g| !g.floor) {
             return Ok(PathVerdict::Deny {
                 why: format!("built-in guard {:?}: {}", guard.pattern, guard.reason),
             });
@@ -204,6 +206,19 @@ impl Authority {
                 _ => return Ok(PathVerdict::Ask),
             }
         }
+    }
+
+    /// The outside-the-sandbox guards of `session`'s policy (the view
+    /// asks before it judges what a rename puts in place), or `None` when
+    /// there is no such session or its policy cannot be had (the rename is
+    /// then judged as any other, and the floor asks).
+    pub fn outside_guards(
+        &self,
+        session: &str,
+    ) -> Option<Arc<crate::policy::outside::OutsideGuards>> {
+        let cwd = lock(&self.state).tree.get(session)?.cwd.clone();
+        let policy = self.loader.policy(&cwd, None).ok()?;
+        Some(Arc::clone(&policy.outside))
     }
 
     /// Raises the ask the dry walk could not answer, with its facts fixed:

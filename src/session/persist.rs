@@ -91,6 +91,10 @@ struct StoredAsk {
     arrived_ms: Option<u64>,
     last_error: Option<String>,
     guarded: Option<(String, String)>,
+    /// The guard met is the outside-the-sandbox floor (absent in rows
+    /// written before it existed: those were deny guards).
+    #[serde(default)]
+    guarded_floor: bool,
 }
 
 /// A response file's JSON read back (`Response` is written by its
@@ -152,6 +156,7 @@ fn pending_op(ask: &Ask) -> Result<Op, String> {
             .guarded
             .as_ref()
             .map(|g| (g.pattern.clone(), g.reason.clone())),
+        guarded_floor: ask.guarded.as_ref().is_some_and(|g| g.floor),
     };
     Ok(Op::PutAsk {
         id: ask.id.clone(),
@@ -492,9 +497,12 @@ fn pending_ask(
     ask.deadline_ms = stored.deadline_ms;
     ask.arrived_ms = stored.arrived_ms;
     ask.last_error = stored.last_error;
-    ask.guarded = stored
-        .guarded
-        .map(|(pattern, reason)| Guarded { pattern, reason });
+    let floor = stored.guarded_floor;
+    ask.guarded = stored.guarded.map(|(pattern, reason)| Guarded {
+        pattern,
+        reason,
+        floor,
+    });
     Ok(ask)
 }
 

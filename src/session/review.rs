@@ -307,7 +307,18 @@ impl Authority {
             .find(|(name, _)| name == link)
             .map(|(_, families)| families.clone())
             .unwrap_or_default();
-        let effective = checkpoint(verdict.clone(), &review.families, &trusted);
+        let mut effective = checkpoint(verdict.clone(), &review.families, &trusted);
+        // A write that runs outside the sandbox is a person's decision: a
+        // judge may deny it or pass it on, never allow it.
+        let floored = state
+            .asks
+            .get(&ask_id)
+            .and_then(|a| a.guarded.as_ref())
+            .is_some_and(|g| g.floor);
+        if floored && effective == LinkVerdict::Allow {
+            tracing::info!(%link, "a judge's allow of a write that runs outside the sandbox became defer");
+            effective = LinkVerdict::Defer;
+        }
         if effective != verdict {
             tracing::info!(%link, "enforcement checkpoint: allow on a path family became defer");
         }

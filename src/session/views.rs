@@ -221,6 +221,14 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
         "askerSuggestedGrants": grants(suggested_grants(ask)),
         "derivedGrants": grants(derived_grants(ask)),
         "lastError": ask.last_error,
+        // A built-in guard the facts meet: why this write asks whatever
+        // the rules say (a file that runs outside the sandbox: only a
+        // person allows it).
+        "guard": ask.guarded.as_ref().map(|g| serde_json::json!({
+            "pattern": g.pattern,
+            "reason": g.reason,
+            "onlyAPerson": g.floor,
+        })),
         "factsDigest": facts_digest(ask),
     })
 }

@@ -301,7 +301,9 @@ impl Authority {
     /// The built-in guard these facts meet at any of `cwds` (the asker's
     /// and every ancestor's: each guards its own project layers), judged
     /// on the guard lists alone. A guard that cannot be compiled or
-    /// evaluated guards everything (fail closed).
+    /// evaluated guards everything (fail closed). A deny guard on the
+    /// authority comes first; failing one, the outside-the-sandbox floor
+    /// (`floor: true`: only a person may allow).
     pub(super) fn guard_met(
         &self,
         cwds: &[String],
@@ -314,6 +316,7 @@ impl Authority {
                     return Some(super::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards for {cwd} cannot be compiled ({error}), so nothing may be allowed"),
+                        floor: false,
                     })
                 }
             };
@@ -327,6 +330,7 @@ impl Authority {
                         reason: check
                             .and_then(|c| c.reason.clone())
                             .unwrap_or_else(|| "permfs: a built-in guard on the authority".into()),
+                        floor: false,
                     });
                 }
                 Ok(_) => {}
@@ -334,11 +338,22 @@ impl Authority {
                     return Some(super::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards cannot be evaluated ({error}), so nothing may be allowed"),
+                        floor: false,
                     })
                 }
             }
         }
-        None
+        // The outside-the-sandbox floor is one table for every cwd (only
+        // the global config lowers it), so the asker's policy says it.
+        let cwd = cwds.first()?;
+        match self.loader.policy(cwd, None) {
+            Ok(policy) => policy.outside.met(facts).map(|met| super::ask::Guarded {
+                pattern: met.pattern,
+                reason: met.reason,
+                floor: true,
+            }),
+            Err(_) => None,
+        }
     }
 }
 

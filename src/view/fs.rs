@@ -403,11 +403,17 @@ impl Inner {
         let caller = Caller::of(req);
         let now = Instant::now();
         let generation = generation();
+        // A verdict judged inside an outside-guard scope is the operation's
+        // (a directory made, inert content placed), not the path's.
+        let scoped = crate::policy::outside::scoped();
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
         {
             let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
             for (path, access) in accesses {
-                match verdicts.get(&path, access, generation, now) {
+                match verdicts
+                    .get(&path, access, generation, now)
+                    .filter(|_| !scoped)
+                {
                     Some(Cached::Allow) => {}
                     Some(Cached::Deny(_)) => {
                         drop(verdicts);
@@ -435,7 +441,7 @@ impl Inner {
         match verdict {
             PathVerdict::Allow { .. } => {
                 let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-                for (path, access) in &unjudged {
+                for (path, access) in unjudged.iter().filter(|_| !scoped) {
                     verdicts.put(path, *access, Cached::Allow, generation, now);
                 }
                 drop(verdicts);
@@ -443,7 +449,7 @@ impl Inner {
             }
             PathVerdict::Deny { why } => {
                 self.denied(&caller, &texts, &why);
-                if let [(path, access)] = unjudged.as_slice() {
+                if let (false, [(path, access)]) = (scoped, unjudged.as_slice()) {
                     let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
                     verdicts.put(path, *access, Cached::Deny(why), generation, now);
                 }
@@ -476,6 +482,9 @@ impl Inner {
     fn judge_many(&self, accesses: Vec<(PathBuf, Access)>, approved: &Approved) -> Many {
         let now = Instant::now();
         let generation = generation();
+        // As in `judged`: a verdict inside an outside-guard scope is the
+        // operation's, not the path's, so the cache is neither read nor fed.
+        let scoped = crate::policy::outside::scoped();
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
         {
             let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
@@ -484,7 +493,10 @@ impl Inner {
                 if approved.contains(&(path.clone(), *access)) || !seen.insert((path, *access)) {
                     continue;
                 }
-                match verdicts.get(path, *access, generation, now) {
+                match verdicts
+                    .get(path, *access, generation, now)
+                    .filter(|_| !scoped)
+                {
                     Some(Cached::Allow) => {}
                     Some(Cached::Deny(why)) => {
                         return Many::Deny {
@@ -501,6 +513,9 @@ impl Inner {
             return Many::Allow;
         }
         let cache = |list: &[(PathBuf, Access)], verdict: Cached| {
+            if scoped {
+                return;
+            }
             let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
             for (path, access) in list {
                 verdicts.put(path, *access, verdict.clone(), generation, now);
@@ -599,7 +614,17 @@ impl Inner {
             Vec::new()
         };
         let entries = moved.len() + swapped.len();
-        match self.judge_many(moves::accesses(&from, &to, &moved, &swapped), &approved) {
+        // git's `config.lock` → `config`: inert content is placed without
+        // the outside floor (`policy::outside`). The namespace lock keeps
+        // names still, and `inert_placement` refuses a source any handle
+        // could still write, so the bytes judged are the bytes placed.
+        let placed = (op.flags == 0)
+            .then(|| self.inert_placement(op.parent, &op.name, &to))
+            .flatten();
+        let placing = crate::policy::outside::enter_placing(&placed.unwrap_or_default());
+        let verdict = self.judge_many(moves::accesses(&from, &to, &moved, &swapped), &approved);
+        drop(placing);
+        match verdict {
             Many::Allow => {
                 let result = sys::rename_at(
                     from_dir.as_raw_fd(),
@@ -1063,6 +1088,60 @@ impl Inner {
             .ok_or(Errno::EBADF)
     }
 
+    /// When renaming `name` in `parent` to `to` puts a file in place that
+    /// an outside-the-sandbox guard judges by content (`.git/config`),
+    /// and that file's bytes are inert (`policy::outside::gitconfig`):
+    /// the path to place without the floor. `None` (judged as any rename,
+    /// so the floor asks) for anything else, and whenever the content
+    /// could change after it was read: a source that is not one regular
+    /// file with one link, or that a handle of this view holds open for
+    /// writing (one with no descriptor of its own counts as writing).
+    fn inert_placement(&self, parent: u64, name: &OsStr, to: &Path) -> Option<Vec<String>> {
+        use std::io::Read;
+        let to_text = path_text(to);
+        let guards = self.authority.outside_guards(&self.session)?;
+        let (met, _) = crate::policy::outside::content_guard(&guards, &to_text)?;
+        let (dir, node) = {
+            let nodes = self.nodes();
+            (nodes.dir(parent)?, nodes.child(parent, name))
+        };
+        let file =
+            sys::open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK, 0).ok()?;
+        let st = sys::stat_fd(file.as_raw_fd()).ok()?;
+        let max = crate::policy::outside::gitconfig::MAX_BYTES as u64;
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        if !regular || st.st_nlink != 1 || st.st_size as u64 > max {
+            tracing::info!(session = %self.session, path = %to_text, "view: a file put in a guarded place is not one small regular file: the floor asks");
+            return None;
+        }
+        let writers = self.files.lock().map_or(true, |files| {
+            files.values().any(|open| match &open.file {
+                Some(fd) => {
+                    let same = sys::stat_fd(fd.as_raw_fd())
+                        .is_ok_and(|o| (o.st_dev, o.st_ino) == (st.st_dev, st.st_ino));
+                    same && sys::access_mode(fd.as_raw_fd()).map_or(true, |m| m != libc::O_RDONLY)
+                }
+                None => Some(open.ino) == node,
+            })
+        });
+        if writers {
+            tracing::info!(session = %self.session, path = %to_text, "view: a file put in a guarded place is still open for writing: the floor asks");
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::from(file)
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        match crate::policy::outside::gitconfig::judge(&bytes) {
+            Ok(()) => Some(vec![to_text]),
+            Err(found) => {
+                tracing::info!(session = %self.session, path = %to_text, guard = %met.name, ?found, "view: content that runs outside the sandbox: the floor asks");
+                None
+            }
+        }
+    }
+
     fn file_fd(&self, fh: u64) -> Option<i32> {
         self.files.lock().ok().and_then(|f| {
             f.get(&fh)
@@ -1244,6 +1323,9 @@ impl Filesystem for ViewFs {
         reply: ReplyEntry,
     ) {
         let name = name.to_os_string();
+        // `git init` makes `.git` and `.git/hooks`: a directory made there
+        // is not a program (what is put in it is judged on its own).
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.make(req, parent.0, name.clone(), reply, move |dir| {
             sys::mkdir_at(dir, &name, mode & !umask)
         });
@@ -1265,10 +1347,14 @@ impl Filesystem for ViewFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        // Removing a name runs nothing: a guarded directory's own name is
+        // not floored (a hook file in it still is).
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.remove(req, parent.0, name, 0, reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _scope = crate::policy::outside::enter(crate::policy::outside::Scope::DirectoryOnly);
         self.remove(req, parent.0, name, libc::AT_REMOVEDIR, reply);
     }
 
@@ -1351,6 +1437,7 @@ impl Filesystem for ViewFs {
             .map(|a| (path.clone(), a))
             .collect();
         let ino = ino.0;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         self.inner.judged(
             req,
             accesses,
@@ -1358,6 +1445,21 @@ impl Filesystem for ViewFs {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                // An open that may write holds the namespace lock's shared
+                // side until its handle is recorded, at the name it was
+                // judged at: a rename that places content by what it holds
+                // (`inert_placement`) sees every writer, and no writer
+                // judged at `config.lock` opens what is now `.git/config`.
+                let _writing = if writes {
+                    let guard = inner.namespace.read().unwrap_or_else(|p| p.into_inner());
+                    if inner.nodes().path(ino).as_ref() != Some(&path) {
+                        tracing::info!(session = %inner.session, path = %path.display(), "view: the file moved while its open was judged: refused");
+                        return reply.error(Errno::EACCES);
+                    }
+                    Some(guard)
+                } else {
+                    None
+                };
                 if inner.passthrough.load(Ordering::Relaxed) {
                     // SAFETY: as in `finish_open`.
                     if let Some(id) =

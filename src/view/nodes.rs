@@ -217,6 +217,11 @@ impl Nodes {
     }
 
     /// The path of `name` in directory `parent`.
+    /// The node named `name` in `parent`, when the kernel knows one.
+    pub fn child(&self, parent: u64, name: &OsStr) -> Option<u64> {
+        self.names.get(&(parent, name.to_os_string())).copied()
+    }
+
     pub fn child_path(&self, parent: u64, name: &OsStr) -> Option<PathBuf> {
         self.path(parent).map(|p| p.join(name))
     }

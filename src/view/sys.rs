@@ -54,6 +54,13 @@ pub fn stat_at(dir: RawFd, name: &OsStr) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// The access mode a descriptor was opened with (`O_RDONLY`, `O_WRONLY`,
+/// `O_RDWR`).
+pub fn access_mode(fd: RawFd) -> io::Result<i32> {
+    // SAFETY: F_GETFL reads the descriptor's flags; the result is checked.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFL) }).map(|flags| flags & libc::O_ACCMODE)
+}
+
 pub fn stat_fd(fd: RawFd) -> io::Result<libc::stat> {
     stat_at(fd, OsStr::new(""))
 }
