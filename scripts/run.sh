@@ -16,7 +16,8 @@ fi
 mkdir -p mount
 # The global config stays in the repository (config/permfs.json, made
 # absolute by the daemon). An agent started with `permfs run` from here sees
-# config/ read-only (with .permfs/, .pi/, .claude/, .codex/), and an agent's
+# config/ read-only through its view (with .permfs/, .pi/, .claude/, .codex/;
+# reads there judged like any other path), and an agent's
 # write to it is denied by a final guard; project layers count for `allow`
 # only once trusted: `permfs trust DIR`.
 # The first release build takes two to three minutes (`--profile dist` is the

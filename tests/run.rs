@@ -500,3 +500,499 @@ fn the_hook_inside_asks_as_the_sandboxed_session() {
     );
     assert!(daemon.children("main").is_empty());
 }
+
+/// Issue 34's layouts: where the daemon's state dir and mount lie
+/// relative to what the sandbox is given. In each, the project (the cwd)
+/// has `scripts/run.sh`'s shape: the global config at `config/permfs.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// `--state-dir <cwd>/state`.
+    StateInCwd,
+    /// The default state dir under `$HOME` (`~/.local/state/permfs`), with
+    /// `--view $HOME`.
+    StateInHome,
+    /// The mount point at `<cwd>/mount`.
+    MountInCwd,
+}
+
+/// Everything allowed but `*.env` (and the built-in guards).
+const LAYOUT_CONFIG: &str =
+    r#"{"permission": {"*": "allow", "path": {"*.env": "deny"}, "external_directory": "allow"}}"#;
+
+/// A daemon laid out as `layout` says, and its paths (canonical).
+struct Laid {
+    daemon: Daemon,
+    base: std::path::PathBuf,
+    cwd: std::path::PathBuf,
+    home: std::path::PathBuf,
+}
+
+fn lay_out(layout: Layout) -> Laid {
+    use std::fs::{create_dir_all, set_permissions, write, Permissions};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().canonicalize().expect("canonical");
+    let cwd = base.join("proj");
+    let home = base.join("home");
+    for d in [&cwd.join(".claude"), &cwd.join("config"), &home] {
+        create_dir_all(d).expect("dirs");
+    }
+    write(cwd.join(".claude/local.env"), "CLAUDE_SECRET=1\n").expect("env");
+    write(cwd.join(".claude/settings.json"), "{}\n").expect("settings");
+    write(cwd.join("config/prod.env"), "PROD_SECRET=1\n").expect("env");
+    write(cwd.join("notes.txt"), "notes\n").expect("notes");
+    write(home.join("home.env"), "HOME_SECRET=1\n").expect("env");
+    // Readable by every uid: only the view's judgment may refuse a read.
+    for d in [&base, &home, &cwd.join(".claude"), &cwd.join("config")] {
+        set_permissions(d, Permissions::from_mode(0o755)).expect("mode");
+    }
+    set_permissions(&cwd, Permissions::from_mode(0o777)).expect("mode");
+    let state = match layout {
+        Layout::StateInCwd => cwd.join("state"),
+        Layout::StateInHome => home.join(".local/state/permfs"),
+        Layout::MountInCwd => base.join("state"),
+    };
+    let mount = match layout {
+        Layout::MountInCwd => cwd.join("mount"),
+        _ => base.join("mnt"),
+    };
+    let home_text = home.display().to_string();
+    let daemon = Daemon::start_laid_out(
+        LAYOUT_CONFIG,
+        dir,
+        &cwd.join("config/permfs.json"),
+        &state,
+        &mount,
+        &cwd,
+        &[("HOME", home_text.as_str())],
+    );
+    Laid {
+        daemon,
+        base,
+        cwd,
+        home,
+    }
+}
+
+impl Laid {
+    /// `permfs run` from the project as `uid` (root when `None`), with
+    /// `--view $HOME` in the home layout; `STATE`, `MNT` and `env` in
+    /// the command's environment.
+    fn run(&self, layout: Layout, uid: Option<u32>, name: &str, env: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
+        command
+            .arg("run")
+            .arg("--mount")
+            .arg(&self.daemon.mountpoint)
+            .args(["--name", name])
+            .current_dir(&self.cwd)
+            .env("HOME", &self.home)
+            .env("STATE", &self.daemon.state_dir)
+            .env("MNT", &self.daemon.mountpoint)
+            .env("PERMFS_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null());
+        if let Some(uid) = uid {
+            command.arg("--uid").arg(uid.to_string());
+        }
+        if layout == Layout::StateInHome {
+            command.arg("--view").arg(&self.home);
+        }
+        command
+    }
+}
+
+/// The enforcement views `session` was given, as (root, mount point).
+fn views_of(daemon: &Daemon, session: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(daemon.session(session).join("session.json"))
+        .expect("session.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    json["views"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| Some((v["root"].as_str()?.into(), v["mount"].as_str()?.into())))
+        .collect()
+}
+
+/// The mount points at or below `base` in this process's mount table.
+fn mounts_under(base: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(str::to_string))
+        .filter(|m| Path::new(m).starts_with(base))
+        .collect()
+}
+
+/// What the sandbox tries, each printed `what=yes` (it worked) or
+/// `what=no`.
+const LAYOUT_SCRIPT: &str = r#"
+try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi; }
+try claude_env 'cat .claude/local.env'
+try prod_env 'cat config/prod.env'
+try home_env 'cat "$HOME/home.env"'
+try config_read 'cat config/permfs.json'
+try settings_read 'cat .claude/settings.json'
+try notes 'cat notes.txt'
+try claude_write 'echo x >> .claude/local.env'
+try config_write 'echo x >> config/prod.env'
+try claude_move 'mv .claude moved-claude'
+try config_move 'mv config moved-config'
+try state_seen '[ -e "$STATE" ]'
+try state_listed 'ls -A "$(dirname "$STATE")" | grep -qx "$(basename "$STATE")"'
+try journal 'cat "$STATE/journal.sqlite"'
+try audit 'cat "$STATE/audit.log"'
+try views 'ls "$STATE/views"'
+try other_view 'ls -A "$OTHER_VIEW" | grep -q .'
+try other_view_notes 'cat "$OTHER_VIEW/notes.txt"'
+try mount_seen 'ls -A "$MNT" | grep -q .'
+try mount_listed 'ls -A "$(dirname "$MNT")" | grep -qx "$(basename "$MNT")"'
+try mount_audit 'cat "$MNT/audit.log"'
+try mount_session 'cat "$MNT/sessions/main/session.json"'
+"#;
+
+/// Issue 34, "nothing beside the view escapes judgment": in each layout,
+/// as root and as uid 65534, the cwd's protected entries are read through
+/// the view (`*.env: deny` reaches `.claude/local.env` and
+/// `config/prod.env`, and the audit log says the view refused them) and
+/// stay unwritable and unmovable; the state dir (journal, audit log,
+/// `views/`), another session's view and the mount are nowhere to be
+/// seen; and through the view itself (from the host, past any tmpfs) the
+/// state dir and the mount are not found, and a rename of `.claude` or
+/// `config` as a whole is refused by the guard on the directory.
+#[test]
+fn no_layout_shows_the_state_dir_the_mount_or_an_unjudged_file() {
+    if !is_root() || !bwrap_works() {
+        return;
+    }
+    for layout in [Layout::StateInCwd, Layout::StateInHome, Layout::MountInCwd] {
+        let laid = lay_out(layout);
+        let daemon = &laid.daemon;
+        // Another session's sandbox, running meanwhile: its view must be
+        // out of reach.
+        let mut other = laid
+            .run(layout, None, "other", &[])
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "while [ ! -e stop-other ]; do sleep 0.05; done",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map(common::Running)
+            .expect("the other sandbox starts");
+        eventually("the other sandbox has its views", || {
+            daemon.session("main/other").join("session.json").exists()
+                && !views_of(daemon, "main/other").is_empty()
+        });
+        let other_views = views_of(daemon, "main/other");
+        let other_cwd_view = other_views
+            .iter()
+            .find(|(root, _)| Path::new(root) == laid.cwd)
+            .map(|(_, mount)| mount.clone())
+            .expect("a view of the cwd");
+        through_the_view(&laid, layout, &other_views, &other_cwd_view);
+        for uid in [None, Some(65534)] {
+            let name = format!("probe-{}", uid.unwrap_or(0));
+            let output = laid
+                .run(
+                    layout,
+                    uid,
+                    &name,
+                    &[("OTHER_VIEW", other_cwd_view.as_str())],
+                )
+                .args(["--", "sh", "-c", LAYOUT_SCRIPT])
+                .output()
+                .expect("permfs run runs");
+            let out = stdout(&output);
+            let context = format!("{layout:?} as uid {}: {output:?}", uid.unwrap_or(0));
+            assert!(output.status.success(), "{context}");
+            for (what, expected) in [
+                ("claude_env", "no"),
+                ("prod_env", "no"),
+                ("config_read", "yes"),
+                ("settings_read", "yes"),
+                ("notes", "yes"),
+                ("claude_write", "no"),
+                ("config_write", "no"),
+                ("claude_move", "no"),
+                ("config_move", "no"),
+                ("state_seen", "no"),
+                ("state_listed", "no"),
+                ("journal", "no"),
+                ("audit", "no"),
+                ("views", "no"),
+                ("other_view", "no"),
+                ("other_view_notes", "no"),
+                ("mount_seen", "no"),
+                ("mount_listed", "no"),
+                ("mount_audit", "no"),
+                ("mount_session", "no"),
+            ] {
+                assert_eq!(field(&out, what), Some(expected), "{what}: {context}");
+            }
+            if layout == Layout::StateInHome {
+                assert_eq!(field(&out, "home_env"), Some("no"), "{context}");
+            }
+            // Refused by the view (judged, and logged), not by a missing file.
+            let session = format!("main/{name}");
+            let refused: Vec<String> = daemon
+                .audit_lines()
+                .into_iter()
+                .filter(|l| l["event"] == "view-denied" && l["session"] == session.as_str())
+                .flat_map(|l| {
+                    l["accesses"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|a| a["path"].as_str().map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for file in [".claude/local.env", "config/prod.env"] {
+                let path = laid.cwd.join(file).display().to_string();
+                assert!(
+                    refused.contains(&path),
+                    "{file} refused by the view: {refused:?} ({context})"
+                );
+            }
+        }
+        std::fs::write(laid.cwd.join("stop-other"), "").expect("stop the other sandbox");
+        let (status, _) = other.finish();
+        assert!(status.success(), "{layout:?}: the other sandbox");
+        assert!(
+            daemon.children("main").is_empty(),
+            "{layout:?}: sessions ended"
+        );
+        assert_eq!(
+            std::fs::read_to_string(laid.cwd.join(".claude/local.env"))
+                .ok()
+                .as_deref(),
+            Some("CLAUDE_SECRET=1\n"),
+            "{layout:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(laid.cwd.join("config/prod.env"))
+                .ok()
+                .as_deref(),
+            Some("PROD_SECRET=1\n"),
+            "{layout:?}"
+        );
+        for gone in ["moved-claude", "moved-config"] {
+            assert!(!laid.cwd.join(gone).exists(), "{layout:?}: {gone}");
+        }
+        for made in [".pi", ".codex", ".permfs", ".claude.json"] {
+            assert!(
+                !laid.cwd.join(made).exists(),
+                "{layout:?}: {made} left behind"
+            );
+        }
+        let base = laid.base.clone();
+        drop(laid);
+        assert_eq!(
+            mounts_under(&base),
+            Vec::<String>::new(),
+            "{layout:?}: mounts left"
+        );
+    }
+}
+
+/// From the host, through a running sandbox's own view (past the binds
+/// and tmpfs that `permfs run` adds inside): the state dir and the mount
+/// are not found, a protected file's read is judged, and renaming
+/// `.claude` or `config` as a whole is refused by the guard on the
+/// directory itself.
+fn through_the_view(laid: &Laid, layout: Layout, views: &[(String, String)], cwd_view: &str) {
+    let daemon = &laid.daemon;
+    let cwd_view = Path::new(cwd_view);
+    let state = daemon.state_dir.canonicalize().expect("state dir");
+    let mount = daemon.mountpoint.clone();
+    for hidden in [&state, &mount] {
+        for (root, view) in views {
+            if let Ok(rest) = hidden.strip_prefix(root) {
+                let through = Path::new(view).join(rest);
+                let error = std::fs::symlink_metadata(&through).expect_err("hidden");
+                assert_eq!(
+                    error.raw_os_error(),
+                    Some(libc::ENOENT),
+                    "{layout:?}: {} through the view",
+                    through.display()
+                );
+                let parent = through.parent().expect("a parent");
+                let listed: Vec<String> = std::fs::read_dir(parent)
+                    .expect("listed")
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                let name = through
+                    .file_name()
+                    .expect("a name")
+                    .to_string_lossy()
+                    .into_owned();
+                assert!(
+                    !listed.contains(&name),
+                    "{layout:?}: {name} listed: {listed:?}"
+                );
+            }
+        }
+    }
+    let hidden_somewhere = [&state, &mount]
+        .iter()
+        .any(|h| views.iter().any(|(root, _)| h.starts_with(root)));
+    // Each layout puts one of them under a view root: the lookups above ran.
+    assert!(
+        hidden_somewhere,
+        "{layout:?}: nothing hidden lay under a view"
+    );
+    let read = std::fs::read(cwd_view.join(".claude/local.env")).expect_err("judged");
+    assert_eq!(read.raw_os_error(), Some(libc::EACCES), "{layout:?}");
+    for entry in [".claude", "config"] {
+        let moved = std::fs::rename(cwd_view.join(entry), cwd_view.join("moved"))
+            .expect_err("the guard on the directory");
+        assert_eq!(
+            moved.raw_os_error(),
+            Some(libc::EACCES),
+            "{layout:?}: mv {entry}"
+        );
+        assert!(laid.cwd.join(entry).is_dir(), "{layout:?}: {entry} stays");
+    }
+}
+
+/// Runs `permfs ARGS` in `dir` with `stdin`, without `$PERMFS_MOUNT` or
+/// `$PERMFS_SESSION` unless `env` sets them.
+fn permfs_in(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("PERMFS_MOUNT")
+        .env_remove("PERMFS_SESSION")
+        .env("PERMFS_LOG", "error")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("permfs runs");
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
+    child.wait_with_output().expect("permfs exits")
+}
+
+/// The reason in a Claude Code PreToolUse answer, when it denies.
+fn hook_denial(output: &Output) -> Option<String> {
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let specific = &answer["hookSpecificOutput"];
+    (specific["permissionDecision"] == "deny")
+        .then(|| {
+            specific["permissionDecisionReason"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .flatten()
+}
+
+/// Issue 34: a directory that looks like the mount (`sessions/`,
+/// `README`, a session's `session.json`, `pending`, `ask`) is refused by
+/// every client that finds the mount by path, with the reason; the hook
+/// blocks the call (exit 2, a deny the agent sees), also where it falls
+/// back to `./mount` with neither `--mount` nor `$PERMFS_MOUNT`. The real
+/// mount still answers.
+#[test]
+fn a_lookalike_mount_is_refused_by_every_client() {
+    let daemon = Daemon::start(CONFIG, None);
+    let project = tempfile::tempdir().expect("project");
+    let project = project.path();
+    let fake = project.join("mount");
+    let main = fake.join("sessions/main");
+    std::fs::create_dir_all(main.join("outbox")).expect("lookalike");
+    std::fs::write(fake.join("README"), "permfs\n").expect("README");
+    std::fs::copy(
+        daemon.session("main").join("session.json"),
+        main.join("session.json"),
+    )
+    .expect("session.json");
+    std::fs::write(main.join("pending"), r#"{"pending":[]}"#).expect("pending");
+    std::fs::write(main.join("events"), "").expect("events");
+    std::fs::write(
+        main.join("ask"),
+        r#"{"approved":true,"state":"approved","outcome":"allow"}"#,
+    )
+    .expect("a planted answer");
+    let cwd = project.display().to_string();
+    let event = format!(
+        r#"{{"session_id":"s1","cwd":"{cwd}","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{{"command":"git status"}}}}"#
+    );
+    let refused = |output: &Output| {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        text.contains("is not a permfs mount") && text.contains("not FUSE's")
+    };
+    let fake_text = fake.display().to_string();
+    let main_text = main.display().to_string();
+    // The hook: ./mount by default, --mount, $PERMFS_MOUNT, $PERMFS_SESSION.
+    for (args, env) in [
+        (vec!["hook"], vec![]),
+        (vec!["hook", "--mount", fake_text.as_str()], vec![]),
+        (vec!["hook"], vec![("PERMFS_MOUNT", fake_text.as_str())]),
+        (vec!["hook"], vec![("PERMFS_SESSION", main_text.as_str())]),
+    ] {
+        let output = permfs_in(project, &args, &env, &event);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?} {env:?}: {output:?}"
+        );
+        let reason = hook_denial(&output).unwrap_or_default();
+        assert!(
+            reason.contains("is not a permfs mount"),
+            "{args:?} {env:?}: {output:?}"
+        );
+        assert!(refused(&output), "{output:?}");
+    }
+    // The real mount, found the same ways, answers.
+    let real = daemon.mountpoint.display().to_string();
+    let output = permfs_in(project, &["hook", "--mount", &real], &[], &event);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(hook_denial(&output), None, "{output:?}");
+    // status, prompt, run.
+    let state = daemon.state_dir.display().to_string();
+    let output = permfs_in(
+        project,
+        &["status", "--mount", &fake_text, "--state-dir", &state],
+        &[],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(refused(&output), "{output:?}");
+    assert!(
+        daemon.status()["server"]["pid"].is_u64(),
+        "the real mount's status"
+    );
+    for args in [vec!["prompt", main_text.as_str()], vec!["prompt"]] {
+        let output = permfs_in(project, &args, &[], "");
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        assert!(refused(&output), "{args:?}: {output:?}");
+    }
+    let output = permfs_in(
+        project,
+        &["run", "--mount", &fake_text, "--", "true"],
+        &[],
+        "",
+    );
+    assert_eq!(output.status.code(), Some(125), "{output:?}");
+    assert!(refused(&output), "{output:?}");
+    // Only the real hook's agent session was spawned, nothing for the
+    // lookalikes.
+    assert_eq!(
+        daemon.children("main").len(),
+        1,
+        "{:?}",
+        daemon.children("main")
+    );
+}

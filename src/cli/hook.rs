@@ -478,10 +478,18 @@ fn act(
     event: &HookEvent,
 ) -> Result<Outcome, String> {
     let (session, managed) = agent_session(parent, fixed, event);
-    // The agent's session there answers for the mount (one lookup where
-    // checking the mount first took three, before every tool call); when
-    // it is not, the mount is checked, for the error that says what is
-    // wrong.
+    // The mount is found by path (`--mount`, `$PERMFS_MOUNT`, `./mount`,
+    // `$PERMFS_SESSION`): it must be a real permfs mount owned by root or
+    // this uid before anything read there counts, or a lookalike directory
+    // in the project could answer `allow` (fail closed: the call is
+    // blocked with the reason). A missing one gets `check_mount`'s words.
+    if let Err(why) = client.tree.verify() {
+        return Err(client.tree.check_mount().err().unwrap_or(why));
+    }
+    // The agent's session there answers for the rest of the mount (one
+    // lookup where checking it first took three, before every tool call);
+    // when it is not, the mount is checked, for the error that says what
+    // is wrong.
     let session_there = client.tree.exists(&session);
     if !session_there {
         client.tree.check_mount()?;

@@ -49,6 +49,13 @@ pub fn run(args: PromptArgs) -> i32 {
             PathBuf::from(".")
         }
     });
+    // What is shown and answered here must come from the daemon: a
+    // directory that only looks like a session (a project's planted
+    // `mount/sessions/main/pending`) is refused before anything is read.
+    if let Err(why) = super::mount_client::verify_permfs(&dir, false) {
+        eprintln!("permfs prompt: {why}");
+        return 1;
+    }
     // The stream is opened before the listing is read, so no change
     // falls between the two (one seen twice is recognised by its id).
     let stream = std::fs::File::open(dir.join("events")).map_err(|error| {

@@ -96,8 +96,12 @@ pub struct RunArgs {
 pub struct Sandbox {
     /// The child's session directory on the host (bound at `/permfs`).
     pub session_dir: PathBuf,
-    /// The mount point, canonical: hidden when a bound directory holds it.
-    pub mount: PathBuf,
+    /// The mount point and the daemon's state dir, canonical: never
+    /// visible inside. Under a view root the view itself refuses them
+    /// (`view/hidden.rs`); under a directory bound from the host (a system
+    /// directory, the cwd with `--no-view`, pi's agent dir) an empty
+    /// read-only tmpfs covers them, after every bind that holds them.
+    pub hidden: Vec<PathBuf>,
     /// The working directory, canonical, bound read-write at its own path.
     pub cwd: PathBuf,
     /// With `--pi`: the pi view and the agent dir it is bound into.
@@ -108,8 +112,8 @@ pub struct Sandbox {
     /// so tools that write caches there work (and lose them at the end).
     pub home: Option<PathBuf>,
     /// Paths under the cwd that govern an agent (permfs's and the agents'
-    /// config and agent files, the global config or state dir when they
-    /// lie there): read-only inside the sandbox.
+    /// config and agent files, the global config when it lies there):
+    /// read-only inside the sandbox, bound from the view's own path.
     pub protected: Vec<Protected>,
     /// Enforcement views: (root, the view's mount point on the host),
     /// each bound at its root's own path. Empty with `--no-view`.
@@ -123,12 +127,31 @@ pub struct Sandbox {
 /// Where the `permfs` binary appears inside the sandbox for the wall.
 const WALL_PATH: &str = "/run/permfs/permfs";
 
-/// A top-level entry of the cwd the sandbox may not write. The entry
-/// itself is bound (not the file in it): a bind mount point cannot be
-/// renamed or removed, so the sandbox cannot move it aside and put its own
-/// in its place. One that does not exist yet is an empty read-only tmpfs,
-/// so it cannot be created writable either (bwrap makes the empty
-/// directory it mounts on; `permfs run` removes it afterwards).
+/// A top-level entry of the cwd the sandbox may not write.
+///
+/// Its writes are refused by the view already: the built-in guards deny
+/// `path_write` on the config, hook and settings files and on every
+/// directory leading to them, so `mv .claude x`, `mv config x` and
+/// `rm -r .permfs` are judged writes of the entry itself and refused. The
+/// entry is still bound read-only, for what the guards do not name: they
+/// cover the files permfs and the agents read their rules and hooks from,
+/// not everything else in those directories that steers an agent
+/// (`.claude/agents/`, `.claude/commands/`, `.claude/hooks/` scripts,
+/// the files beside the global config), and a bind mount point cannot be
+/// renamed or removed whatever the rules say.
+///
+/// What is bound is **the view's own path** of the entry (with a view; the
+/// host's only with `--no-view`, where there is no view), opened by
+/// `permfs run` without following a symlink and handed to bwrap as a
+/// descriptor (`--ro-bind-fd`): every read below it is an open in the view,
+/// judged like any other path (`*.env: deny` reaches `.claude/local.env`
+/// and `config/prod.env`), and no entry swapped for a symlink between the
+/// check and the bind can bring a host directory in.
+///
+/// One that does not exist yet is an empty read-only tmpfs, so it cannot
+/// be created writable either (bwrap mounts it on an empty directory that
+/// `permfs run` makes and removes afterwards); there is nothing in it to
+/// read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Protected {
     pub path: PathBuf,
@@ -203,8 +226,19 @@ fn start(args: RunArgs) -> Result<i32, String> {
     } else {
         None
     };
-    let protected = protected_entries(&cwd, &authority_files(&tree, &parent)?)?;
-    let view_roots = view_roots(&args, &cwd)?;
+    let authority = authority_paths(&tree, &parent)?;
+    let hidden = hidden_dirs(&tree.mount, &authority.dirs);
+    for dir in &hidden {
+        if cwd.starts_with(dir) {
+            return Err(format!(
+                "the working directory {} is inside {}, permfs's own mount or state dir, which no sandbox may see; run from a project directory",
+                cwd.display(),
+                dir.display()
+            ));
+        }
+    }
+    let protected = protected_entries(&cwd, &authority.files, &hidden)?;
+    let view_roots = view_roots(&args, &cwd, &hidden)?;
     if args.no_view {
         eprintln!("permfs run: --no-view: the cwd is bound plainly; programs in the sandbox read and write it without judgment");
     }
@@ -216,7 +250,7 @@ fn start(args: RunArgs) -> Result<i32, String> {
     let views = session_views(&tree, &id, &view_roots)?;
     let sandbox = Sandbox {
         session_dir: tree.dir(&id),
-        mount: tree.mount.clone(),
+        hidden,
         cwd,
         pi,
         parent,
@@ -280,10 +314,38 @@ fn start(args: RunArgs) -> Result<i32, String> {
     Ok(code)
 }
 
-/// The files the daemon judges the parent by that are not in the cwd's
-/// usual places: the global config, the agents dir's files, every layer
-/// file, the trust store (from the parent's `rules.json`).
-fn authority_files(tree: &MountClient, parent: &str) -> Result<Vec<PathBuf>, String> {
+/// What the parent's `rules.json` says about the authority itself.
+struct AuthorityPaths {
+    /// The files the daemon judges the parent by that are not in the cwd's
+    /// usual places: the global config, the agents dir's files, every layer
+    /// file, the trust store.
+    files: Vec<PathBuf>,
+    /// The mount point and the state dir, as the daemon names them
+    /// (`authorityDirs`; an older daemon does not say, and then only the
+    /// mount is known).
+    dirs: Vec<PathBuf>,
+}
+
+/// The mount point and the daemon's state dir, canonical, without a
+/// look at their last component (a `stat` of the mount point would be a
+/// request to the daemon, which is fine here but pointless).
+fn hidden_dirs(mount: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut hidden = vec![mount.to_path_buf()];
+    for dir in dirs {
+        let canonical = match (dir.parent(), dir.file_name()) {
+            (Some(parent), Some(name)) => crate::facts::fence::canonicalize_lenient(parent)
+                .map(|p| p.join(name))
+                .unwrap_or_else(|_| dir.clone()),
+            _ => dir.clone(),
+        };
+        if !hidden.contains(&canonical) {
+            hidden.push(canonical);
+        }
+    }
+    hidden
+}
+
+fn authority_paths(tree: &MountClient, parent: &str) -> Result<AuthorityPaths, String> {
     let path = tree.dir(parent).join("rules.json");
     let view: serde_json::Value = std::fs::read(&path)
         .map_err(|e| e.to_string())
@@ -301,7 +363,13 @@ fn authority_files(tree: &MountClient, parent: &str) -> Result<Vec<PathBuf>, Str
         }
     }
     files.extend(view["trustStore"].as_str().map(PathBuf::from));
-    Ok(files)
+    let dirs = view["authorityDirs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d.as_str().map(PathBuf::from))
+        .collect();
+    Ok(AuthorityPaths { files, dirs })
 }
 
 /// The top-level entries of `cwd` to keep read-only: the governing names,
@@ -309,20 +377,37 @@ fn authority_files(tree: &MountClient, parent: &str) -> Result<Vec<PathBuf>, Str
 /// is followed to what it names (when that is under the cwd, its entry is
 /// protected; elsewhere the sandbox cannot write it); one that names
 /// nothing is refused, since the sandbox could create its target.
-pub fn protected_entries(cwd: &Path, files: &[PathBuf]) -> Result<Vec<Protected>, String> {
+///
+/// `hidden` (the mount and the state dir) is never bound: a file inside it
+/// (the trust store) protects no entry, and an entry that is or lies in
+/// one is left to hiding. Only a plain name counts as an entry: a path
+/// spelled with `..` (a state dir given as `--state-dir ../s`) names no
+/// entry of the cwd, where it once named the cwd's parent.
+pub fn protected_entries(
+    cwd: &Path,
+    files: &[PathBuf],
+    hidden: &[PathBuf],
+) -> Result<Vec<Protected>, String> {
+    let is_hidden = |path: &Path| hidden.iter().any(|h| path.starts_with(h));
     let top = |path: &Path| -> Option<PathBuf> {
         let rest = path.strip_prefix(cwd).ok()?;
-        rest.components().next().map(|first| cwd.join(first))
+        match rest.components().next()? {
+            std::path::Component::Normal(first) => Some(cwd.join(first)),
+            _ => None,
+        }
     };
     let mut candidates: Vec<PathBuf> = GOVERNING_ENTRIES.iter().map(|n| cwd.join(n)).collect();
     for file in files {
         let absolute = crate::facts::fence::canonicalize_lenient(file).unwrap_or(file.clone());
+        if is_hidden(&absolute) || is_hidden(file) {
+            continue;
+        }
         candidates.extend(top(file));
         candidates.extend(top(&absolute));
     }
     let mut protected: Vec<Protected> = Vec::new();
     let mut add = |path: PathBuf, exists: bool| {
-        if !protected.iter().any(|p| p.path == path) {
+        if !is_hidden(&path) && !protected.iter().any(|p| p.path == path) {
             protected.push(Protected { path, exists });
         }
     };
@@ -399,8 +484,9 @@ fn working_dir(cwd: Option<&Path>, mount: &Path) -> Result<PathBuf, String> {
 
 /// The `spawn` line for `ctl`.
 /// The roots to serve through views: the cwd (unless `--no-view`), then
-/// every `--view DIR`, canonical.
-fn view_roots(args: &RunArgs, cwd: &Path) -> Result<Vec<PathBuf>, String> {
+/// every `--view DIR`, canonical. One inside a `hidden` directory is
+/// refused (the daemon would refuse it too): it would be all hidden.
+fn view_roots(args: &RunArgs, cwd: &Path, hidden: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     if args.no_view {
         if !args.views.is_empty() {
             return Err("--view and --no-view contradict each other".into());
@@ -428,6 +514,13 @@ fn view_roots(args: &RunArgs, cwd: &Path) -> Result<Vec<PathBuf>, String> {
             return Err(format!(
                 "--view {}: a system directory cannot be a view",
                 dir.display()
+            ));
+        }
+        if let Some(inside) = hidden.iter().find(|h| root.starts_with(h)) {
+            return Err(format!(
+                "--view {}: inside {}, permfs's own mount or state dir, which no sandbox may see",
+                dir.display(),
+                inside.display()
             ));
         }
         roots.push(root);
@@ -557,14 +650,152 @@ pub fn pi_forwarding_dir(agent_dir: &Path) -> PathBuf {
     agent_dir.join("sessions").join("permission-forwarding")
 }
 
+/// A read-only bind bwrap makes from a descriptor `permfs run` opened
+/// (`--ro-bind-fd`): what is bound is exactly what was checked, with no
+/// symlink followed on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FdBind {
+    /// The canonical host path of what is bound. Under a view root it is
+    /// opened through the view's mount point (so every read below it is
+    /// judged); elsewhere on the host.
+    pub source: PathBuf,
+    /// Where it appears in the sandbox.
+    pub dest: PathBuf,
+}
+
+/// The descriptor number bwrap finds the first [`FdBind`] at (3 is
+/// `--info-fd`); the others follow in order.
+const FIRST_BIND_FD: usize = 4;
+
+/// The read-only binds made from descriptors, in the order of their
+/// numbers: the existing protected entries, then pi's agent dir entries
+/// (each resolved to what it names; one that names nothing is left out,
+/// as bwrap could not bind it either).
+pub fn fd_binds(sandbox: &Sandbox) -> Vec<FdBind> {
+    let mut binds: Vec<FdBind> = sandbox
+        .protected
+        .iter()
+        .filter(|p| p.exists)
+        .map(|p| FdBind {
+            source: p.path.clone(),
+            dest: p.path.clone(),
+        })
+        .collect();
+    if let Some(pi) = &sandbox.pi {
+        for entry in &pi.agent_entries {
+            let dest = pi.agent_dir.join(entry);
+            match dest.canonicalize() {
+                Ok(source) => binds.push(FdBind { source, dest }),
+                Err(e) => {
+                    tracing::debug!(path = %dest.display(), error = %e, "a pi agent dir entry that names nothing is not bound")
+                }
+            }
+        }
+    }
+    binds
+}
+
+/// Opens `bind`'s source for bwrap: under a view root through the view's
+/// mount point, else on the host; the components below the view's mount
+/// point (or the last one, on the host) one at a time with `O_NOFOLLOW`,
+/// so a symlink put in their place since they were checked is refused
+/// rather than followed to a host directory.
+fn open_bind_source(sandbox: &Sandbox, bind: &FdBind) -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let failed = |e: std::io::Error| {
+        format!(
+            "cannot open {} to bind it read-only into the sandbox: {e}",
+            bind.source.display()
+        )
+    };
+    let (base, rest) = match sandbox
+        .views
+        .iter()
+        .find(|(root, _)| bind.source.starts_with(root))
+    {
+        Some((root, view)) => (
+            view.clone(),
+            bind.source
+                .strip_prefix(root)
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        ),
+        None => match (bind.source.parent(), bind.source.file_name()) {
+            (Some(parent), Some(name)) => (parent.to_path_buf(), PathBuf::from(name)),
+            _ => return Err(failed(std::io::ErrorKind::InvalidInput.into())),
+        },
+    };
+    let open = |dir: i32, name: &std::ffi::CStr, flags: i32| -> std::io::Result<OwnedFd> {
+        // SAFETY: `name` is NUL-terminated; the descriptor returned is new
+        // and owned by the caller.
+        let fd =
+            unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_PATH | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: just opened, owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let text = |path: &OsStr| {
+        std::ffi::CString::new(path.as_bytes())
+            .map_err(|_| failed(std::io::ErrorKind::InvalidInput.into()))
+    };
+    let mut current =
+        open(libc::AT_FDCWD, &text(base.as_os_str())?, libc::O_DIRECTORY).map_err(failed)?;
+    let parts: Vec<&OsStr> = rest
+        .components()
+        .map(|c| match c {
+            std::path::Component::Normal(name) => Ok(name),
+            _ => Err(failed(std::io::ErrorKind::InvalidInput.into())),
+        })
+        .collect::<Result<_, _>>()?;
+    if parts.is_empty() {
+        return Err(failed(std::io::ErrorKind::InvalidInput.into()));
+    }
+    for (i, name) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let flags = libc::O_NOFOLLOW | if last { 0 } else { libc::O_DIRECTORY };
+        current = open(current.as_raw_fd(), &text(name)?, flags).map_err(failed)?;
+    }
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open and `st` a valid out pointer.
+    if unsafe { libc::fstat(current.as_raw_fd(), &mut st) } != 0 {
+        return Err(failed(std::io::Error::last_os_error()));
+    }
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Err(format!(
+            "{} became a symlink after it was checked: not bound (run again; if it persists, see what changes it)",
+            bind.source.display()
+        ));
+    }
+    Ok(current)
+}
+
 /// bwrap's arguments for `sandbox`, the command last.
 ///
 /// Order matters to bwrap (each operation applies on top of the ones
 /// before): the system first, then `/tmp`, then the cwd (which may lie in
-/// `/tmp`), then the mount point hidden under an empty tmpfs when a bound
-/// directory holds it (a recursive bind would otherwise carry the whole
-/// mount in), then the session at `/permfs`, then pi's agent dir.
+/// `/tmp`) and the other views, then the protected entries over them, then
+/// the session at `/permfs`, then pi's agent dir, and last the mount point
+/// and the state dir under empty read-only tmpfs wherever a directory
+/// bound from the host holds them (a recursive bind would otherwise carry
+/// the whole mount, or every session's journal and views, in). Under a
+/// view they need no cover: the view does not show them.
 pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
+    sandbox_plan(sandbox).0
+}
+
+/// [`sandbox_args`] and the [`FdBind`]s its `--ro-bind-fd` numbers name,
+/// computed once, so the numbers and the descriptors agree.
+fn sandbox_plan(sandbox: &Sandbox) -> (Vec<OsString>, Vec<FdBind>) {
+    let binds = fd_binds(sandbox);
+    let fd_of = |dest: &Path| -> Option<OsString> {
+        binds
+            .iter()
+            .position(|b| b.dest == dest)
+            .map(|i| (FIRST_BIND_FD + i).to_string().into())
+    };
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |words: &[&OsStr]| args.extend(words.iter().map(|w| w.to_os_string()));
     for dir in SYSTEM_DIRS {
@@ -628,19 +859,13 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
     {
         push(&["--bind".as_ref(), view.as_ref(), root.as_ref()]);
     }
-    let holds_mount = |dir: &Path| sandbox.mount.starts_with(dir);
-    if holds_mount(&sandbox.cwd) || SYSTEM_DIRS.iter().any(|d| holds_mount(Path::new(d))) {
-        push(&["--tmpfs".as_ref(), sandbox.mount.as_ref()]);
-    }
     // What governs an agent stays read-only (after the cwd's bind, which
-    // it covers).
+    // it covers), bound from the view's own path: reads stay judged.
     for entry in &sandbox.protected {
         if entry.exists {
-            push(&[
-                "--ro-bind".as_ref(),
-                entry.path.as_ref(),
-                entry.path.as_ref(),
-            ]);
+            if let Some(fd) = fd_of(&entry.path) {
+                push(&["--ro-bind-fd".as_ref(), fd.as_ref(), entry.path.as_ref()]);
+            }
         } else {
             push(&["--tmpfs".as_ref(), entry.path.as_ref()]);
             push(&["--remount-ro".as_ref(), entry.path.as_ref()]);
@@ -664,7 +889,9 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
         push(&["--tmpfs".as_ref(), pi.agent_dir.as_ref()]);
         for entry in &pi.agent_entries {
             let path = pi.agent_dir.join(entry);
-            push(&["--ro-bind".as_ref(), path.as_ref(), path.as_ref()]);
+            if let Some(fd) = fd_of(&path) {
+                push(&["--ro-bind-fd".as_ref(), fd.as_ref(), path.as_ref()]);
+            }
         }
         let forwarding = pi_forwarding_dir(&pi.agent_dir);
         push(&["--bind".as_ref(), pi.view.as_ref(), forwarding.as_ref()]);
@@ -681,6 +908,26 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
             "1".as_ref(),
         ]);
     }
+    // The mount and the state dir: under a view the view refuses them;
+    // under a directory bound from the host, an empty read-only tmpfs
+    // covers them, after every bind that could hold them.
+    let in_view = |path: &Path| sandbox.views.iter().any(|(root, _)| path.starts_with(root));
+    let mut from_host: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
+    if !in_view(&sandbox.cwd) {
+        from_host.push(sandbox.cwd.clone());
+    }
+    from_host.extend(
+        binds
+            .iter()
+            .filter(|b| !in_view(&b.source))
+            .map(|b| b.dest.clone()),
+    );
+    for dir in &sandbox.hidden {
+        if !in_view(dir) && from_host.iter().any(|bound| dir.starts_with(bound)) {
+            push(&["--tmpfs".as_ref(), dir.as_ref()]);
+            push(&["--remount-ro".as_ref(), dir.as_ref()]);
+        }
+    }
     if let Some(exe) = &sandbox.wall {
         push(&["--ro-bind".as_ref(), exe.as_ref(), WALL_PATH.as_ref()]);
     }
@@ -689,7 +936,7 @@ pub fn sandbox_args(sandbox: &Sandbox) -> Vec<OsString> {
         args.extend(wall_words(sandbox));
     }
     args.extend(sandbox.command.iter().cloned());
-    args
+    (args, binds)
 }
 
 /// `permfs wall --read … --write … --`: what the Landlock wall leaves
@@ -820,25 +1067,36 @@ fn catch_signals() {
 /// than killing bwrap's monitor (which would SIGKILL the command).
 fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitStatus, String> {
     let (info_read, info_write) = info_pipe()?;
+    let (args, binds) = sandbox_plan(sandbox);
+    let sources: Vec<std::os::fd::OwnedFd> = binds
+        .iter()
+        .map(|bind| open_bind_source(sandbox, bind))
+        .collect::<Result<_, _>>()?;
     let mut command = Command::new(bwrap);
-    command
-        .arg("--info-fd")
-        .arg("3")
-        .args(sandbox_args(sandbox));
+    command.arg("--info-fd").arg("3").args(args);
     command.process_group(0);
-    let info_fd = std::os::fd::AsRawFd::as_raw_fd(&info_write);
-    // SAFETY: dup2 and fcntl are async-signal-safe; they only place the
-    // pipe's write end at fd 3, without close-on-exec, for --info-fd (a
-    // dup2 onto itself would keep the flag, so then it is cleared).
+    // bwrap's descriptors, at 3 (--info-fd), then from FIRST_BIND_FD on.
+    let mut placed: Vec<i32> = vec![std::os::fd::AsRawFd::as_raw_fd(&info_write)];
+    placed.extend(sources.iter().map(std::os::fd::AsRawFd::as_raw_fd));
+    let mut scratch: Vec<i32> = vec![-1; placed.len()];
+    // SAFETY: fcntl and dup2 are async-signal-safe and nothing here
+    // allocates. Each descriptor is first copied above every target
+    // number (close-on-exec), so placing one never overwrites another
+    // still to be placed; dup2 then puts the copy at its number without
+    // close-on-exec.
     unsafe {
         command.pre_exec(move || {
-            let placed = if info_fd == 3 {
-                libc::fcntl(3, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(info_fd, 3)
-            };
-            if placed < 0 {
-                return Err(std::io::Error::last_os_error());
+            let floor = 3 + placed.len() as i32;
+            for (slot, fd) in scratch.iter_mut().zip(&placed) {
+                *slot = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, floor);
+                if *slot < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (target, copy) in (3..).zip(scratch.iter()) {
+                if libc::dup2(*copy, target) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
@@ -855,6 +1113,7 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", bwrap.display()))?;
     drop(info_write);
+    drop(sources);
     let namespace = Arc::new(AtomicU64::new(0));
     let reaper = Arc::new(AtomicI32::new(0));
     // A pi child polls its forwarding view for an answer and would wait
@@ -1053,7 +1312,7 @@ mod tests {
     fn sandbox(mount: &str, cwd: &str) -> Sandbox {
         Sandbox {
             session_dir: PathBuf::from(mount).join("sessions/main/children/w"),
-            mount: PathBuf::from(mount),
+            hidden: vec![PathBuf::from(mount)],
             cwd: PathBuf::from(cwd),
             pi: None,
             parent: "main".into(),
@@ -1071,10 +1330,23 @@ mod tests {
         let cwd = dir.path().canonicalize().expect("canonical");
         std::fs::create_dir(cwd.join(".permfs")).expect("dir");
         std::fs::create_dir_all(cwd.join("config")).expect("dir");
+        std::fs::create_dir_all(cwd.join(".local/state/permfs")).expect("dir");
         let global = cwd.join("config/permfs.json");
         std::fs::write(&global, "{}").expect("config");
-        let protected = protected_entries(&cwd, &[global, PathBuf::from("/etc/elsewhere.json")])
-            .expect("protected");
+        let state = cwd.join(".local/state/permfs");
+        let protected = protected_entries(
+            &cwd,
+            &[
+                global,
+                PathBuf::from("/etc/elsewhere.json"),
+                state.join("trust.json"),
+                // A state dir named through `..` names the cwd's parent,
+                // never an entry of the cwd.
+                cwd.join("../s/trust.json"),
+            ],
+            std::slice::from_ref(&state),
+        )
+        .expect("protected");
         let entry = |name: &str| protected.iter().find(|p| p.path == cwd.join(name)).cloned();
         assert_eq!(entry(".permfs").map(|p| p.exists), Some(true));
         assert_eq!(entry(".pi").map(|p| p.exists), Some(false));
@@ -1084,18 +1356,81 @@ mod tests {
             "{protected:?}"
         );
         assert!(!protected.iter().any(|p| p.path.starts_with("/etc")));
+        assert!(
+            !protected
+                .iter()
+                .any(|p| p.path == cwd.join(".local") || !p.path.starts_with(&cwd)),
+            "the state dir's trust store protects nothing, and `..` names no entry: {protected:?}"
+        );
         let mut sandbox = sandbox("/srv/mnt", &cwd.to_string_lossy());
         sandbox.protected = protected;
-        let args = words(&sandbox_args(&sandbox));
+        let view = PathBuf::from("/state/views/1-1-1");
+        sandbox.views = vec![(cwd.clone(), view.clone())];
+        let (args, binds) = sandbox_plan(&sandbox);
+        let args = words(&args);
         let permfs = cwd.join(".permfs").display().to_string();
         let pi = cwd.join(".pi").display().to_string();
-        assert!(has(&args, &["--ro-bind", &permfs, &permfs]), "{args:?}");
+        // Bound from a descriptor of the view's own path, never the host's.
+        let at = binds
+            .iter()
+            .position(|b| b.dest == cwd.join(".permfs"))
+            .expect("bound from a descriptor");
+        let fd = (FIRST_BIND_FD + at).to_string();
+        assert!(has(&args, &["--ro-bind-fd", &fd, &permfs]), "{args:?}");
+        assert!(
+            !has(&args, &["--ro-bind", &permfs, &permfs]),
+            "the host's entry is not bound over the view: {args:?}"
+        );
         assert!(
             has(&args, &["--tmpfs", &pi, "--remount-ro", &pi]),
             "{args:?}"
         );
         std::os::unix::fs::symlink(cwd.join("nowhere"), cwd.join(".codex")).expect("link");
-        assert!(protected_entries(&cwd, &[]).is_err_and(|why| why.contains("symlink to nothing")));
+        assert!(
+            protected_entries(&cwd, &[], &[]).is_err_and(|why| why.contains("symlink to nothing"))
+        );
+    }
+
+    #[test]
+    fn the_mount_and_the_state_dir_are_covered_only_where_the_host_is_bound() {
+        // With the cwd a view: the view refuses them, no tmpfs (bwrap could
+        // not even make its mount point through the view).
+        let mut sandbox = sandbox("/home/u/proj/mount", "/home/u/proj");
+        sandbox
+            .hidden
+            .push(PathBuf::from("/home/u/proj/.local/state/permfs"));
+        sandbox.hidden.push(PathBuf::from("/opt/permfs/state"));
+        sandbox.views = vec![(
+            PathBuf::from("/home/u/proj"),
+            PathBuf::from("/opt/permfs/state/views/1-1-1"),
+        )];
+        let args = words(&sandbox_args(&sandbox));
+        for dir in ["/home/u/proj/mount", "/home/u/proj/.local/state/permfs"] {
+            assert!(!has(&args, &["--tmpfs", dir]), "{args:?}");
+        }
+        // A system directory bound from the host holds the state dir: it is
+        // covered there, read-only.
+        assert!(
+            has(
+                &args,
+                &[
+                    "--tmpfs",
+                    "/opt/permfs/state",
+                    "--remount-ro",
+                    "/opt/permfs/state"
+                ]
+            ),
+            "{args:?}"
+        );
+        // Without a view the cwd is the host's: both are covered there.
+        sandbox.views.clear();
+        let args = words(&sandbox_args(&sandbox));
+        for dir in ["/home/u/proj/mount", "/home/u/proj/.local/state/permfs"] {
+            assert!(
+                has(&args, &["--tmpfs", dir, "--remount-ro", dir]),
+                "{args:?}"
+            );
+        }
     }
 
     fn words(args: &[OsString]) -> Vec<String> {
@@ -1145,31 +1480,51 @@ mod tests {
 
     #[test]
     fn pi_gets_the_view_at_its_forwarding_dir_and_its_parent() {
+        let home = tempfile::tempdir().expect("home");
+        let agent_dir = home
+            .path()
+            .canonicalize()
+            .expect("canonical")
+            .join(".pi/agent");
+        std::fs::create_dir_all(&agent_dir).expect("agent dir");
+        std::fs::write(agent_dir.join("settings.json"), "{}").expect("settings");
+        let agent = agent_dir.display().to_string();
+        let settings = agent_dir.join("settings.json");
         let mut sandbox = sandbox("/srv/mnt", "/home/u/proj");
         sandbox.parent = "main/team".into();
         sandbox.pi = Some(PiBinding {
             view: sandbox.session_dir.join("pi"),
-            agent_dir: PathBuf::from("/home/u/.pi/agent"),
-            agent_entries: vec!["settings.json".into()],
+            agent_dir: agent_dir.clone(),
+            agent_entries: vec!["settings.json".into(), "gone".into()],
         });
-        let args = words(&sandbox_args(&sandbox));
+        let (args, binds) = sandbox_plan(&sandbox);
+        let args = words(&args);
         assert!(has(
             &args,
             &[
                 "--bind",
                 "/srv/mnt/sessions/main/children/w/pi",
-                "/home/u/.pi/agent/sessions/permission-forwarding"
+                &format!("{agent}/sessions/permission-forwarding")
             ]
         ));
-        assert!(has(&args, &["--tmpfs", "/home/u/.pi/agent"]));
-        assert!(has(
-            &args,
-            &[
-                "--ro-bind",
-                "/home/u/.pi/agent/settings.json",
-                "/home/u/.pi/agent/settings.json"
-            ]
-        ));
+        assert!(has(&args, &["--tmpfs", &agent]));
+        // Read-only from a descriptor of what the entry names; an entry
+        // that names nothing is left out.
+        assert_eq!(
+            binds,
+            vec![FdBind {
+                source: settings.clone(),
+                dest: settings.clone()
+            }]
+        );
+        let fd = FIRST_BIND_FD.to_string();
+        assert!(
+            has(
+                &args,
+                &["--ro-bind-fd", &fd, &settings.display().to_string()]
+            ),
+            "{args:?}"
+        );
         assert!(has(
             &args,
             &["--setenv", "PI_SUBAGENT_PARENT_SESSION", "main/team"]

@@ -61,10 +61,16 @@ fn running(state_dir: &Path) -> Vec<Value> {
 
 /// Sessions (every directory under `sessions/`, children included) and
 /// pending asks (each root's `pending`: shown, beyond the page, and not
-/// shown to this caller), or `None` when the mount does not answer in time.
-fn counts(mountpoint: PathBuf) -> Option<(usize, u64)> {
+/// shown to this caller); `Ok(None)` when the mount does not answer in
+/// time, `Err` when what is there is not a permfs mount (a lookalike
+/// directory's counts would be its own inventions).
+fn counts(mountpoint: PathBuf) -> Result<Option<(usize, u64)>, String> {
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        if let Err(why) = super::mount_client::verify_permfs(&mountpoint, true) {
+            let _ = send.send(Err(why));
+            return;
+        }
         let sessions = mountpoint.join("sessions");
         let roots: Vec<PathBuf> = std::fs::read_dir(&sessions)
             .map(|d| d.flatten().map(|e| e.path()).collect())
@@ -85,9 +91,13 @@ fn counts(mountpoint: PathBuf) -> Option<(usize, u64)> {
                     + page["notShown"].as_u64().unwrap_or(0);
             }
         }
-        let _ = send.send((count, pending));
+        let _ = send.send(Ok((count, pending)));
     });
-    receive.recv_timeout(MOUNT_TIMEOUT).ok()
+    match receive.recv_timeout(MOUNT_TIMEOUT) {
+        Ok(Ok(counted)) => Ok(Some(counted)),
+        Ok(Err(why)) => Err(why),
+        Err(_) => Ok(None),
+    }
 }
 
 fn uptime(started: &Value, now: u64) -> Value {
@@ -98,6 +108,21 @@ fn uptime(started: &Value, now: u64) -> Value {
 
 pub fn run(args: StatusArgs) -> i32 {
     let state_dir = args.state_dir.unwrap_or_else(default_state_dir);
+    if let Some(mount) = &args.mount {
+        // Named by path: refused unless it is a real permfs mount, before
+        // the state dir's record of it is believed. A mount between
+        // servers answers `statfs` only after the pause: the check then
+        // waits no longer than the counts do (which check it again).
+        let (send, receive) = std::sync::mpsc::channel();
+        let named = mount.clone();
+        std::thread::spawn(move || {
+            let _ = send.send(super::mount_client::verify_permfs(&named, true));
+        });
+        if let Ok(Err(why)) = receive.recv_timeout(MOUNT_TIMEOUT) {
+            eprintln!("permfs status: {why}");
+            return 1;
+        }
+    }
     let status = match &args.mount {
         Some(mount) => {
             let mount = std::fs::canonicalize(mount).unwrap_or_else(|_| mount.clone());
@@ -129,7 +154,13 @@ pub fn run(args: StatusArgs) -> i32 {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mountpoint = status["mountpoint"].as_str().map(PathBuf::from);
-    let counted = mountpoint.clone().and_then(counts);
+    let counted = match mountpoint.clone().map(counts).transpose() {
+        Ok(counted) => counted.flatten(),
+        Err(why) => {
+            eprintln!("permfs status: the recorded mount: {why}");
+            return 1;
+        }
+    };
     let journal: u64 = JOURNAL_FILES
         .iter()
         .filter_map(|f| std::fs::metadata(state_dir.join(f)).ok())

@@ -384,6 +384,13 @@ pub fn serve(
         owner,
         options.allow_other,
     ));
+    // No view shows the state dir or the mount, wherever a view's root
+    // holds them (`view/hidden.rs`).
+    crate::view::hide_dir(&state_dir);
+    crate::view::hide_mount(
+        &absolute(mountpoint.to_path_buf()),
+        supervisor::mount_device(mountpoint).ok(),
+    );
     if let Some(keeper) = hello.keeper {
         views.set_keeper(keeper);
     }

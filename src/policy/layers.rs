@@ -348,6 +348,13 @@ impl PolicyLoader {
         }
     }
 
+    /// The authority's own directories (the mount point and the state
+    /// dir), as `permfs mount` named them: what `permfs run` hides from a
+    /// sandbox wherever a bound directory holds them.
+    pub fn authority_dirs(&self) -> &[PathBuf] {
+        &self.sources.authority_dirs
+    }
+
     /// The global config as read at start.
     pub fn global_config(&self) -> &ConfigFile {
         &self.global

@@ -160,6 +160,9 @@ impl Authority {
                 // one only narrows (its rules are in `narrowingRules`).
                 "layerTrust": policy.layers,
                 "trustStore": self.loader.trust_store(),
+                // The mount point and the state dir: `permfs run` keeps
+                // them out of its sandbox.
+                "authorityDirs": self.loader.authority_dirs(),
                 "narrowingRules": policy.narrowing.as_ref().map(|n| n.rules()),
                 "authorizerChain": self.chain_status(&policy.settings.authorizer_chain),
                 "yoloMode": policy.settings.yolo,

@@ -840,8 +840,18 @@ impl Inner {
     }
 
     fn lookup_at(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
+        // The daemon's state dir and mount are not there (`hidden.rs`):
+        // by name before the host is asked, by what it found after.
+        if let Some(path) = self.nodes().child_path(parent, name) {
+            if super::hidden::is_hidden_path(&path) {
+                return Err(Errno::ENOENT);
+            }
+        }
         let dir = self.nodes().dir(parent).ok_or(Errno::ENOENT)?;
         let st = sys::stat_at(dir.as_raw_fd(), name).map_err(io_errno)?;
+        if super::hidden::is_hidden_inode(st.st_dev, st.st_ino) {
+            return Err(Errno::ENOENT);
+        }
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         // A directory already known by this name keeps its descriptor.
         if let Some(ino) =
@@ -1679,6 +1689,7 @@ impl Filesystem for ViewFs {
             Err(e) => return reply.error(e),
         };
         let ino = ino.0;
+        let listed = path.clone();
         self.inner.judged(
             req,
             vec![(path, Access::Read)],
@@ -1690,7 +1701,13 @@ impl Filesystem for ViewFs {
                     return reply.error(Errno::ENOTDIR);
                 };
                 match list(&dir) {
-                    Ok(listing) => fill(reply, INodeNo(ino), offset, &listing),
+                    Ok(mut listing) => {
+                        // What a lookup would not find is not listed.
+                        listing.retain(|(name, _, _)| {
+                            !super::hidden::is_hidden_path(&listed.join(name))
+                        });
+                        fill(reply, INodeNo(ino), offset, &listing)
+                    }
                     Err(e) => reply.error(io_errno(e)),
                 }
             }),

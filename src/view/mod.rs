@@ -14,6 +14,8 @@
 //!
 //! What the view does not see: the network, other processes, devices,
 //! and anything outside its roots (the sandbox's other binds, read-only).
+//! What it does not show: the daemon's state dir and mount, wherever they
+//! lie under a root (`hidden.rs`).
 //!
 //! A view outlives the server that made it: its `/dev/fuse` descriptor is
 //! handed to the supervisor with its [`ViewDefinition`]
@@ -23,6 +25,7 @@
 //! ask it raised (`docs/restart.md`).
 
 mod fs;
+mod hidden;
 mod moves;
 mod nodelog;
 mod nodes;
@@ -30,6 +33,7 @@ mod sys;
 mod verdicts;
 
 pub use fs::ViewFs;
+pub use hidden::{hide_dir, hide_mount};
 
 use crate::mount::keeper::Keeper;
 use crate::session::Authority;
@@ -170,6 +174,14 @@ impl Views {
     fn mount(&self, id: &str, serial: u64, root: &str, cwd: &str) -> Result<View, String> {
         let canonical = crate::facts::fence::canonicalize(Path::new(root))
             .map_err(|e| format!("view root {root}: {e}"))?;
+        // A view inside the state dir or the mount would show what every
+        // view hides.
+        if let Some(dir) = hidden::contains(&canonical) {
+            return Err(format!(
+                "view root {root}: inside {}, the daemon's own state dir or mount, which no view shows",
+                dir.display()
+            ));
+        }
         let root_dir = open_root(&canonical)?;
         let shown = canonical.to_string_lossy().into_owned();
         let external = crate::facts::access_path::is_outside(&shown, cwd);

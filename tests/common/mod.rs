@@ -187,6 +187,54 @@ impl Daemon {
         daemon
     }
 
+    /// Starts `permfs mount` with every path chosen by the caller, all
+    /// inside `dir` (kept by the daemon and removed with it): the global
+    /// config (written with `config`) at `config_path`, the state dir, the
+    /// mount point (made here), the root session's cwd, and `env` added
+    /// to the daemon's environment. For layouts where the cwd or `$HOME`
+    /// holds the state dir, the mount or the config.
+    pub fn start_laid_out(
+        config: &str,
+        dir: tempfile::TempDir,
+        config_path: &Path,
+        state_dir: &Path,
+        mountpoint: &Path,
+        cwd: &Path,
+        env: &[(&str, &str)],
+    ) -> Self {
+        std::fs::create_dir_all(mountpoint).expect("mount point");
+        if let Some(parent) = config_path.parent() {
+            std::fs::create_dir_all(parent).expect("config dir");
+        }
+        std::fs::write(config_path, config).expect("config written");
+        std::fs::create_dir_all(cwd).expect("cwd");
+        let child = Command::new(env!("CARGO_BIN_EXE_permfs"))
+            .arg("mount")
+            .arg(mountpoint)
+            .arg("--config")
+            .arg(config_path)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .envs(env.iter().copied())
+            .current_dir(cwd)
+            .env("PERMFS_LOG", "warn,fuser=error")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("permfs starts");
+        let daemon = Self {
+            child: Some(child),
+            mountpoint: mountpoint.to_path_buf(),
+            dir,
+            state_dir: state_dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !daemon.session("main").join("session.json").exists() {
+            assert!(Instant::now() < deadline, "the mount did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        daemon
+    }
+
     /// The daemon's audit log file (in its state directory).
     pub fn audit_file(&self) -> PathBuf {
         self.state_dir.join("audit.log")
