@@ -51,6 +51,16 @@ pub struct Limits {
     /// gives up its oldest).
     pub tree_retained_answers: usize,
     pub tree_retained_bytes: usize,
+    /// Nodes (names the kernel holds) one enforcement view may hold:
+    /// `viewNodes`. A view gives every name the sandbox looks up a node
+    /// (about 300 bytes and the name, twice) for as long as the kernel
+    /// caches it, so a sandbox that makes and keeps names would otherwise
+    /// grow the daemon without end; past the bound a new name is refused
+    /// `ENOSPC`. The default is far above what a build or a large
+    /// repository's `git status` holds at once (the kernel forgets names
+    /// under memory pressure) and keeps one view under about 600 MiB with
+    /// 255-byte names (BENCHMARKS.md, "View bounds").
+    pub view_nodes: usize,
 }
 
 impl Default for Limits {
@@ -68,6 +78,7 @@ impl Default for Limits {
             retained_answers: 8192,
             tree_retained_answers: 16_384,
             tree_retained_bytes: 24 << 20,
+            view_nodes: 1 << 20,
         }
     }
 }
@@ -86,6 +97,7 @@ const KEYS: &[&str] = &[
     "retainedAnswers",
     "treeRetainedAnswers",
     "treeRetainedBytes",
+    "viewNodes",
 ];
 
 impl Limits {
@@ -119,6 +131,7 @@ impl Limits {
                 "retainedAnswers" => limits.retained_answers = n,
                 "treeRetainedAnswers" => limits.tree_retained_answers = n,
                 "treeRetainedBytes" => limits.tree_retained_bytes = n,
+                "viewNodes" => limits.view_nodes = n,
                 unknown => {
                     return Err(format!(
                         "limits: {}",
@@ -153,6 +166,9 @@ mod tests {
         let limits =
             Limits::parse(Some(&serde_json::json!({"requestBytes": 1024}))).expect("valid");
         assert_eq!(limits.request_bytes, 1024);
+        let limits = Limits::parse(Some(&serde_json::json!({"viewNodes": 500}))).expect("valid");
+        assert_eq!(limits.view_nodes, 500);
+        assert_eq!(Limits::default().view_nodes, 1 << 20);
         assert!(Limits::parse(Some(&serde_json::json!({"dept": 4}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!({"depth": 0}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!([1]))).is_err());

@@ -5,7 +5,7 @@
 //! and the daemon's privileges allow it, and served by the daemon
 //! otherwise.
 
-use super::nodes::{is_plain_name, path_text, Nodes, ROOT};
+use super::nodes::{is_plain_name, path_text, AtBound, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
 use crate::session::ask::{AskId, Outcome, Response};
@@ -78,7 +78,19 @@ pub(super) struct Inner {
     prior_asks: Mutex<HashMap<u64, String>>,
     /// The daemon is root: what it creates is given to the caller.
     give_to_caller: bool,
+    /// Something large was freed or cached (the node table shrank, the
+    /// verdict cache grew): trimmed once the view is idle
+    /// ([`Inner::trim_when_idle`]).
+    trim_due: AtomicBool,
+    /// When the `viewNodes` bound was last said (warned and audited), and
+    /// the refusals since: one line a minute at most, so a program that
+    /// keeps hitting the bound cannot fill the audit log instead.
+    bound_said: Mutex<Option<Instant>>,
+    bound_refused: AtomicU64,
 }
+
+/// How often a view at its `viewNodes` bound says so, at most.
+const BOUND_SAID_EVERY: Duration = Duration::from_secs(60);
 
 pub struct ViewFs {
     pub(super) inner: Arc<Inner>,
@@ -108,11 +120,13 @@ impl ViewFs {
         let st = sys::stat_fd(root_dir.as_raw_fd())?;
         // SAFETY: geteuid cannot fail.
         let euid = unsafe { libc::geteuid() };
+        let mut nodes = Nodes::new(root, root_dir, (st.st_dev, st.st_ino));
+        nodes.set_bound(authority.limits().view_nodes);
         Ok(Self {
             inner: Arc::new(Inner {
                 authority,
                 session,
-                nodes: Mutex::new(Nodes::new(root, root_dir, (st.st_dev, st.st_ino))),
+                nodes: Mutex::new(nodes),
                 verdicts: Mutex::new(Verdicts::default()),
                 files: Mutex::new(HashMap::new()),
                 backings: Mutex::new(HashMap::new()),
@@ -124,6 +138,9 @@ impl ViewFs {
                 asking: Mutex::new(HashMap::new()),
                 prior_asks: Mutex::new(HashMap::new()),
                 give_to_caller: euid == 0,
+                trim_due: AtomicBool::new(false),
+                bound_said: Mutex::new(None),
+                bound_refused: AtomicU64::new(0),
             }),
         })
     }
@@ -195,6 +212,12 @@ impl ViewFs {
                 .collect();
         }
         logged
+    }
+
+    /// The view's shared state, for the idle trim ([`Inner::trim_when_idle`],
+    /// from `Views::sweep`).
+    pub(super) fn shared(&self) -> Arc<Inner> {
+        Arc::clone(&self.inner)
     }
 
     /// Whether the kernel took passthrough at `INIT`: asked once the
@@ -374,6 +397,9 @@ impl Inner {
                 for (path, access) in &unjudged {
                     verdicts.put(path, *access, Cached::Allow, generation, now);
                 }
+                if verdicts.wants_trim() {
+                    self.trim_due.store(true, Ordering::Relaxed);
+                }
                 drop(verdicts);
                 then(self, Ok(()))
             }
@@ -440,9 +466,7 @@ impl Inner {
         let mut nonce = [0u8; 8];
         crate::mount::nodes::random_bytes(&mut nonce);
         let rid = format!("open-{}-{unique}-{}", self.tag, hex::encode(nonce));
-        if let Some(log) = self.nodes().log() {
-            log.asked(unique, &rid);
-        }
+        self.nodes().log_asked(unique, &rid);
         let command = sys::command_line(req.pid());
         let what: Vec<String> = texts
             .iter()
@@ -484,7 +508,11 @@ impl Inner {
                 }
                 let then = slot.lock().ok().and_then(|mut s| s.take());
                 if let Some(then) = then {
-                    then(&me, result)
+                    then(&me, result);
+                    // Answered: a compaction of the node log drops its ask
+                    // (after the reply, so a server that dies before it
+                    // still finds the ask for the re-sent open).
+                    me.nodes().log_answered(unique);
                 }
             }
         };
@@ -528,10 +556,94 @@ impl Inner {
             return Ok(attr(ino, &st));
         }
         let dir_fd = dir_fd_of(&dir, name, &st).map_err(io_errno)?;
-        let ino = self
+        let looked_up = self
             .nodes()
             .looked_up(parent, name, (st.st_dev, st.st_ino), dir_fd);
-        Ok(attr(ino, &st))
+        match looked_up {
+            Ok(ino) => Ok(attr(ino, &st)),
+            Err(at) => Err(self.past_bound(parent, name, at)),
+        }
+    }
+
+    /// `ENOSPC` unless the table has room for `name` in `parent` (a name
+    /// it knows needs none): asked before a create or mkdir makes the
+    /// name on disk, so a refused one leaves nothing behind.
+    fn room_for(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+        let full = self.nodes().room_for(parent, name).err();
+        match full {
+            Some(at) => Err(self.past_bound(parent, name, at)),
+            None => Ok(()),
+        }
+    }
+
+    /// A new node was refused at the view's `viewNodes` bound: `ENOSPC`,
+    /// said (a warning and an audit line naming the bound) at most once
+    /// every [`BOUND_SAID_EVERY`], with the refusals since.
+    fn past_bound(&self, parent: u64, name: &OsStr, at: AtBound) -> Errno {
+        self.bound_refused.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let due = {
+            let mut said = self.bound_said.lock().unwrap_or_else(|p| p.into_inner());
+            let due = said.is_none_or(|at| now.duration_since(at) >= BOUND_SAID_EVERY);
+            if due {
+                *said = Some(now);
+            }
+            due
+        };
+        if !due {
+            return Errno::ENOSPC;
+        }
+        let refused = self.bound_refused.swap(0, Ordering::Relaxed);
+        let path = self
+            .nodes()
+            .child_path(parent, name)
+            .map(|p| path_text(&p))
+            .unwrap_or_default();
+        let why = format!(
+            "the view holds {} names, the most one may (limits.viewNodes: {}); names the sandbox has not looked up before are refused ENOSPC until the kernel forgets some",
+            at.held, at.bound
+        );
+        tracing::warn!(session = %self.session, %path, refused, %why, "view: a new name refused");
+        let mut entry = serde_json::Map::new();
+        entry.insert("event".into(), "view-bound".into());
+        entry.insert("session".into(), self.session.clone().into());
+        entry.insert("path".into(), path.into());
+        entry.insert("limit".into(), "viewNodes".into());
+        entry.insert("bound".into(), at.bound.into());
+        entry.insert("refused".into(), refused.into());
+        entry.insert("why".into(), why.into());
+        self.authority.audit_line(entry);
+        Errno::ENOSPC
+    }
+
+    /// Gives back what a large table or cache held, once the view has
+    /// been idle long enough that no cached verdict is fresh: the verdict
+    /// cache, the room of the handle and backing maps, and the
+    /// allocator's free memory (glibc keeps freed memory in its arenas:
+    /// without `malloc_trim`, the 100,000 nodes a sandbox made and removed
+    /// stayed in the daemon's RSS). Cheap when nothing is due (one load).
+    pub(super) fn trim_when_idle(&self, now: Instant) {
+        if !self.trim_due.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self
+            .verdicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .trim(now)
+        {
+            return;
+        }
+        self.trim_due.store(false, Ordering::Relaxed);
+        self.backings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shrink_to_fit();
+        if let Ok(mut files) = self.files.lock() {
+            files.shrink_to_fit();
+        }
+        release_free_memory();
+        tracing::debug!(session = %self.session, "view: caches trimmed");
     }
 
     /// An `O_PATH` descriptor of node `ino` itself.
@@ -649,9 +761,7 @@ impl Inner {
                 file: identity,
             },
         );
-        if let Some(log) = self.nodes().log() {
-            log.backing(ino, raw, identity);
-        }
+        self.nodes().log_backing(ino, raw, identity);
         Ok(id)
     }
 
@@ -663,10 +773,8 @@ impl Inner {
             return;
         }
         let mut nodes = self.nodes();
-        if let Some(log) = nodes.log() {
-            for ino in inos {
-                log.closed(*ino);
-            }
+        for ino in inos {
+            nodes.log_closed(*ino);
         }
     }
 
@@ -810,13 +918,16 @@ impl Filesystem for ViewFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let gone = {
+        let (gone, shrunk) = {
             let mut nodes = self.inner.nodes();
-            nodes.forget(ino.0, nlookup);
-            nodes.path(ino.0).is_none()
+            let shrunk = nodes.forget(ino.0, nlookup);
+            (nodes.path(ino.0).is_none(), shrunk)
         };
         if gone {
             self.inner.forget_backing(ino.0);
+        }
+        if shrunk {
+            self.inner.trim_due.store(true, Ordering::Relaxed);
         }
     }
 
@@ -1146,6 +1257,9 @@ impl Filesystem for ViewFs {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                if let Err(e) = inner.room_for(parent, &name) {
+                    return reply.error(e);
+                }
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -1457,6 +1571,9 @@ impl ViewFs {
                 if let Err(e) = verdict {
                     return reply.error(e);
                 }
+                if let Err(e) = inner.room_for(parent, &name) {
+                    return reply.error(e);
+                }
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -1498,6 +1615,20 @@ impl ViewFs {
                 }
             }),
         );
+    }
+}
+
+/// Hands the allocator's free memory back to the kernel. glibc's malloc
+/// keeps what a burst of small allocations freed (the view's nodes, names
+/// and paths) in its arenas, one per thread that allocated, and gives
+/// little of it back by itself; `malloc_trim(0)` releases every free page.
+/// Called only after a large table or cache went (it walks the heap).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own
+    // arenas; it is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
