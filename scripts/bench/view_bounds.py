@@ -19,7 +19,8 @@ through the view:
      --churn more create+unlink cycles beside them; the log's size with
      them all alive (the live table's snapshot is the yardstick);
   3  every one of them removed, `echo 2 > /proc/sys/vm/drop_caches` (the
-     kernel forgets the nodes), a 1 s settle; the log's size after.
+     kernel forgets the nodes), a 1 s settle; the log's size after
+     (--rounds N repeats 2 and 3, the RSS after each round printed).
 
 The server's VmRSS (`permfs status --json` names it) is read when the view
 is mounted (start), sampled every 0.1 s throughout (peak, with the server's
@@ -68,6 +69,12 @@ def server_pid(m: b.Mount) -> int:
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:
     return int(b.proc_status(pid)[field].split()[0]) / 1024.0
+
+
+def rss_split(pid: int) -> str:
+    """VmRSS as anonymous (the heap) + file-backed (the binary's pages
+    touched since start, which grow with the code a run goes through)."""
+    return f"anon {rss_mib(pid, 'RssAnon'):.1f} + file {rss_mib(pid, 'RssFile'):.1f} MiB"
 
 
 class ViewSession:
@@ -145,6 +152,10 @@ def main() -> int:
     parser.add_argument("--churn", type=int, default=20000)
     parser.add_argument("--files", type=int, default=100000)
     parser.add_argument("--name-len", type=int, default=200)
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="phases 2 and 3 this many times (RSS after each: what stays is not a leak if it does not grow)",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("view_bounds.py needs root (drop_caches; the view's mount point is root's)")
@@ -158,6 +169,7 @@ def main() -> int:
             pid = server_pid(m)
             time.sleep(0.5)
             start = rss_mib(pid)
+            start_split = rss_split(pid)
             sampler = Sampler(pid)
             sampler.start()
 
@@ -169,49 +181,57 @@ def main() -> int:
             )
 
             many = view.path / "many"
-            dfd = os.open(many, os.O_RDONLY | os.O_DIRECTORY)
-            t0 = time.monotonic()
-            try:
-                for name in names(args.files, args.name_len):
-                    os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dfd))
-            finally:
-                os.close(dfd)
-            made = time.monotonic() - t0
-            took = churn(view.path, args.churn)
-            alive_log = size(view.log)
-            alive_rss = rss_mib(pid)
-            # The live table as a fresh log writes it: one `n INO PARENT
-            # HEXNAME` line a node (about 2 x name + 16 bytes).
-            snapshot = args.files * (2 * args.name_len + 16)
-            out.append(
-                f"2 {args.files:,} names of {args.name_len} bytes made in {made:.1f} s, then {args.churn:,} more "
-                f"cycles ({took:.1f} s): node log {kib(alive_log)} (live table ~{kib(snapshot)}: "
-                f"{alive_log / snapshot:.2f}x); VmRSS {alive_rss:.1f} MiB"
-            )
+            rounds_after = []
+            for _ in range(args.rounds):
+                dfd = os.open(many, os.O_RDONLY | os.O_DIRECTORY)
+                t0 = time.monotonic()
+                try:
+                    for name in names(args.files, args.name_len):
+                        os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dfd))
+                finally:
+                    os.close(dfd)
+                made = time.monotonic() - t0
+                took = churn(view.path, args.churn)
+                alive_log = size(view.log)
+                alive_rss = rss_mib(pid)
+                # The live table as a fresh log writes it: one `n INO PARENT
+                # HEXNAME` line a node (about 2 x name + 16 bytes).
+                snapshot = args.files * (2 * args.name_len + 16)
+                out.append(
+                    f"2 {args.files:,} names of {args.name_len} bytes made in {made:.1f} s, then {args.churn:,} more "
+                    f"cycles ({took:.1f} s): node log {kib(alive_log)} (live table ~{kib(snapshot)}: "
+                    f"{alive_log / snapshot:.2f}x); VmRSS {alive_rss:.1f} MiB"
+                )
 
-            t0 = time.monotonic()
-            dfd = os.open(many, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                for name in names(args.files, args.name_len):
-                    os.unlink(name, dir_fd=dfd)
-            finally:
-                os.close(dfd)
-            removed = time.monotonic() - t0
-            Path("/proc/sys/vm/drop_caches").write_text("2\n")
-            time.sleep(1.0)
+                t0 = time.monotonic()
+                dfd = os.open(many, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    for name in names(args.files, args.name_len):
+                        os.unlink(name, dir_fd=dfd)
+                finally:
+                    os.close(dfd)
+                removed = time.monotonic() - t0
+                Path("/proc/sys/vm/drop_caches").write_text("2\n")
+                time.sleep(1.0)
+                rounds_after.append(rss_mib(pid))
+                out.append(
+                    f"3 removed in {removed:.1f} s, caches dropped: node log {kib(size(view.log))}, "
+                    f"VmRSS {rounds_after[-1]:.1f} MiB"
+                )
             sampler.stop.set()
             sampler.join()
             after_log = size(view.log)
             after = rss_mib(pid)
+            after_split = rss_split(pid)
             hwm = rss_mib(pid, "VmHWM")
-            out.append(
-                f"3 removed in {removed:.1f} s, caches dropped: node log {kib(after_log)}"
-            )
+            if args.rounds > 1:
+                out.append("VmRSS after each round: " + ", ".join(f"{r:.1f}" for r in rounds_after) + " MiB")
             out.append(
                 f"server VmRSS: start {start:.1f} MiB, peak {max(sampler.peak, alive_rss):.1f} MiB "
                 f"(VmHWM {hwm:.1f}), after removal+forget {after:.1f} MiB: "
                 f"{after - start:+.1f} MiB (goal within {RSS_GOAL_MIB} MiB: {'met' if after - start <= RSS_GOAL_MIB else 'MISSED'})"
             )
+            out.append(f"  start: {start_split}; after: {after_split}")
         finally:
             view.close()
     print("\n".join(out))
