@@ -181,11 +181,13 @@ impl NodeLog {
     where
         I: Iterator<Item = SnapshotNode<'a>>,
     {
+        let started = std::time::Instant::now();
         let unnamed = nodes().filter(|node| !node.3);
         let named = nodes().filter(|node| node.3);
         match Self::snapshot(&self.path, unnamed.chain(named), &self.backings, &self.asks) {
             Ok(fresh) => {
-                tracing::debug!(log = %self.path.display(), before = self.written, after = fresh.written, "the view's node log compacted");
+                let micros = started.elapsed().as_micros() as u64;
+                tracing::debug!(log = %self.path.display(), before = self.written, after = fresh.written, micros, "the view's node log compacted");
                 self.file = fresh.file;
                 self.written = fresh.written;
                 self.retry_at = 0;
