@@ -486,7 +486,12 @@ impl Inner {
             Ok(id) => id,
             Err(error) => {
                 tracing::warn!(session = %self.session, %error, "view: the ask could not be raised: refused");
-                return then(self, Err(Errno::EACCES));
+                then(self, Err(Errno::EACCES));
+                // Never raised: a compaction drops its line (a program
+                // refused at `pendingAsks` again and again would otherwise
+                // grow the log's snapshot with each try).
+                self.nodes().log_answered(unique);
+                return;
             }
         };
         tracing::info!(session = %self.session, ask = %ask_id, "view: an open waits for an answer");
@@ -622,9 +627,11 @@ impl Inner {
     /// allocator's free memory (glibc keeps freed memory in its arenas:
     /// without `malloc_trim`, the 100,000 nodes a sandbox made and removed
     /// stayed in the daemon's RSS). Cheap when nothing is due (one load).
-    pub(super) fn trim_when_idle(&self, now: Instant) {
+    /// `true` when it trimmed: the caller then calls
+    /// [`release_free_memory`], once for all the views it trimmed.
+    pub(super) fn trim_when_idle(&self, now: Instant) -> bool {
         if !self.trim_due.load(Ordering::Relaxed) {
-            return;
+            return false;
         }
         if !self
             .verdicts
@@ -632,7 +639,7 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .trim(now)
         {
-            return;
+            return false;
         }
         self.trim_due.store(false, Ordering::Relaxed);
         self.backings
@@ -642,8 +649,8 @@ impl Inner {
         if let Ok(mut files) = self.files.lock() {
             files.shrink_to_fit();
         }
-        release_free_memory();
         tracing::debug!(session = %self.session, "view: caches trimmed");
+        true
     }
 
     /// An `O_PATH` descriptor of node `ino` itself.
@@ -1623,7 +1630,7 @@ impl ViewFs {
 /// and paths) in its arenas, one per thread that allocated, and gives
 /// little of it back by itself; `malloc_trim(0)` releases every free page.
 /// Called only after a large table or cache went (it walks the heap).
-fn release_free_memory() {
+pub(super) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free pages of the allocator's own
     // arenas; it is safe to call from any thread at any time.

@@ -406,8 +406,12 @@ impl Views {
             Err(_) => return,
         };
         let now = std::time::Instant::now();
+        let mut trimmed = false;
         for view in shared {
-            view.trim_when_idle(now);
+            trimmed |= view.trim_when_idle(now);
+        }
+        if trimmed {
+            fs::release_free_memory();
         }
     }
 
