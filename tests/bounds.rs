@@ -3,12 +3,19 @@
 //! reason is readable; `pending` lists a bounded page; and one asker's
 //! worst case (a deep chain of long names, many children, many large
 //! waiting asks, pi drafts) keeps the daemon under 256 MiB.
+//!
+//! Issue 34, item 5: what a sandbox makes through its enforcement view is
+//! bounded too: the view's node log stays small however many names churn
+//! (and a server that takes the view over after a compaction serves it on),
+//! and the node table stops at `limits.viewNodes` with `ENOSPC`. These need
+//! root and bubblewrap (`permfs run`), and pass vacuously without them.
 
 mod common;
 
-use common::Daemon;
+use common::{bwrap_works, run_in_background, run_script, work_dir, Daemon};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const CONFIG: &str = r#"{"permission": {"*": "ask", "bash": {"*": "ask", "git status": "allow"}}}"#;
 
@@ -307,4 +314,199 @@ fn one_tree_cannot_evict_another_trees_answers() {
     let answer = daemon.response(&other);
     assert_eq!(answer["outcome"], "allow", "{answer}");
     assert_eq!(answer["decidedBy"]["kind"], "rule");
+}
+
+/// Rules that let a sandbox read and write its view, with `limits` added.
+fn view_config(limits: &str) -> String {
+    format!(
+        r#"{{"permission": {{"*": "ask", "path_read": "allow", "path_write": "allow"}}, "limits": {{{limits}}}}}"#
+    )
+}
+
+fn root_and_bwrap() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the view tests need root");
+        return false;
+    }
+    bwrap_works()
+}
+
+/// The node log of the daemon's one view (`views/<key>.nodes`).
+fn node_log(daemon: &Daemon) -> Option<PathBuf> {
+    std::fs::read_dir(daemon.state_dir.join("views"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "nodes"))
+}
+
+fn wait_for_file(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn field(output: &str, key: &str) -> Option<String> {
+    output.lines().find_map(|l| {
+        l.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix('='))
+            .map(str::to_string)
+    })
+}
+
+/// Creates and unlinks one name `N` times (Python, so no process a cycle).
+const CHURN: &str = r#"
+import os, sys
+for _ in range(int(sys.argv[1])):
+    os.close(os.open("churn", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+    os.unlink("churn")
+"#;
+
+/// 6,000 create+unlink cycles of one name beside 200 names that stay: the
+/// node log (five lines a cycle, about 470 KB before issue 34) is compacted
+/// as it goes and never holds much more than its 64 KiB floor.
+#[test]
+fn churning_names_in_a_view_keeps_its_node_log_bounded() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = Daemon::start_with_env(&view_config(""), &[]);
+    let work = work_dir(&daemon);
+    let script = format!(
+        r#"mkdir kept && for i in $(seq 1 200); do echo $i > kept/k$i; done
+        python3 -c '{CHURN}' 6000 && touch churned
+        while [ ! -e done ]; do sleep 0.02; done"#
+    );
+    let mut running = run_in_background(&daemon, &[], &script);
+    let mut largest = 0;
+    while !work.join("churned").exists() {
+        let size = node_log(&daemon)
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        largest = largest.max(size);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let log = node_log(&daemon).expect("the view's node log");
+    let last = std::fs::metadata(&log).expect("log").len();
+    let text = std::fs::read_to_string(&log).expect("log text");
+    std::fs::write(work.join("done"), "").expect("done");
+    let (status, out) = running.finish();
+    assert!(status.success(), "{out}");
+    assert!(largest > 0, "the log was seen");
+    assert!(
+        largest <= 80 << 10 && last <= 80 << 10,
+        "the node log reached {largest} bytes (now {last}) for 200 names"
+    );
+    // The names that stay are in it (a snapshot keeps the live table).
+    let kept = hex::encode("k200");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("n ") && l.ends_with(&kept)),
+        "{text}"
+    );
+}
+
+/// A view whose node log was compacted is taken over by the next server:
+/// after 4,000 cycles (several compactions) the server is SIGKILLed, and
+/// the program, whose cwd and held file are numbers the kernel got before
+/// the compaction, reads, lists and creates in it with no error.
+#[test]
+fn a_view_whose_node_log_was_compacted_outlives_its_server() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = Daemon::start_with_env(&view_config(""), &[]);
+    let work = work_dir(&daemon);
+    let script = format!(
+        r#"mkdir d && cd d
+        for i in $(seq 0 49); do echo k$i > keep-$i; done
+        exec 3<keep-0
+        python3 -c '{CHURN}' 4000 && touch ../churned
+        while [ ! -e ../go ]; do sleep 0.02; done
+        errors=0
+        for i in $(seq 0 49); do [ "$(cat keep-$i)" = k$i ] || {{ errors=$((errors+1)); echo "keep-$i unread" >&2; }}; done
+        [ "$(cat <&3)" = k0 ] || {{ errors=$((errors+1)); echo "held file unread" >&2; }}
+        echo new > new.txt && [ "$(cat new.txt)" = new ] || {{ errors=$((errors+1)); echo "no create" >&2; }}
+        echo listed=$(ls | wc -l)
+        echo errors=$errors"#
+    );
+    let mut running = run_in_background(&daemon, &[], &script);
+    wait_for_file(&work.join("churned"), "the churn");
+    let log = node_log(&daemon).expect("the view's node log");
+    let size = std::fs::metadata(&log).expect("log").len();
+    assert!(
+        size <= 80 << 10,
+        "4,000 cycles were compacted away: {size} bytes"
+    );
+    daemon.kill_server();
+    std::fs::write(work.join("go"), "").expect("go");
+    let (status, out) = running.finish();
+    assert!(status.success(), "{out}");
+    assert_eq!(field(&out, "errors").as_deref(), Some("0"), "{out}");
+    assert_eq!(field(&out, "listed").as_deref(), Some("51"), "{out}");
+}
+
+/// `limits.viewNodes`: a sandbox that makes names past it is refused
+/// `ENOSPC` (create and mkdir, with nothing left on disk), names it holds
+/// still open, and the refusal is said once in the audit log, naming the
+/// bound.
+#[test]
+fn a_view_refuses_new_names_past_view_nodes() {
+    if !root_and_bwrap() {
+        return;
+    }
+    let daemon = Daemon::start_with_env(&view_config(r#""viewNodes": 100"#), &[]);
+    let work = work_dir(&daemon);
+    let script = r#"python3 - <<'PY'
+import errno, os
+made, error = 0, None
+for i in range(200):
+    try:
+        open(f"f{i}", "w").close()
+        made += 1
+    except OSError as e:
+        error = errno.errorcode[e.errno]
+        break
+print(f"made={made}")
+print(f"error={error}")
+def t(name, f):
+    try:
+        f(); print(f"{name}=ok")
+    except OSError as e:
+        print(f"{name}={errno.errorcode[e.errno]}")
+t("known", lambda: open("f0").read())
+t("mkdir", lambda: os.mkdir("past"))
+PY"#;
+    let output = run_script(&daemon, &[], script);
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{output:?}");
+    let made: usize = field(&out, "made")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!((50..100).contains(&made), "{out}");
+    assert_eq!(field(&out, "error").as_deref(), Some("ENOSPC"), "{out}");
+    assert_eq!(field(&out, "known").as_deref(), Some("ok"), "{out}");
+    assert_eq!(field(&out, "mkdir").as_deref(), Some("ENOSPC"), "{out}");
+    assert!(
+        !work.join(format!("f{made}")).exists(),
+        "a refused create made nothing"
+    );
+    assert!(!work.join("past").exists(), "a refused mkdir made nothing");
+    let said: Vec<Value> = daemon
+        .audit_lines()
+        .into_iter()
+        .filter(|l| l["event"] == "view-bound")
+        .collect();
+    assert_eq!(said.len(), 1, "said once, not at every refusal: {said:?}");
+    assert_eq!(said[0]["limit"], "viewNodes");
+    assert_eq!(said[0]["bound"], 100);
+    assert!(
+        said[0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("limits.viewNodes")),
+        "{said:?}"
+    );
 }

@@ -10,6 +10,10 @@
 //! names the bound and its config key (in the response of a refused ask,
 //! in the daemon's log for a refused spawn).
 //!
+//! `viewNodes` bounds one enforcement view's node table (issue 34, item
+//! 5): the names a sandbox's kernel holds in its view, each a node in the
+//! daemon (`src/view/nodes.rs`).
+//!
 //! Only the global config sets limits: an agent-writable project layer
 //! must not raise them.
 
@@ -51,6 +55,20 @@ pub struct Limits {
     /// gives up its oldest).
     pub tree_retained_answers: usize,
     pub tree_retained_bytes: usize,
+    /// Nodes (names the kernel holds) one enforcement view may hold:
+    /// `viewNodes`. A view gives every name the sandbox looks up a node
+    /// (about 300 bytes and its name twice: 690 bytes with 200-byte
+    /// names, BENCHMARKS.md "View bounds") for as long as the kernel
+    /// caches the name, so a sandbox that makes and keeps names would
+    /// otherwise grow the daemon without end; past the bound a name the
+    /// view does not know yet is refused `ENOSPC`. The default keeps one
+    /// view near the rest of one asker's worst case here (262,000 names of
+    /// 255 bytes: 217 MiB over the server's start, measured), and is
+    /// above what `git status` or a build
+    /// holds in most trees (a repository of 100,000 files holds 100,000);
+    /// an operator whose sandboxes walk larger trees raises it. Per view:
+    /// the views of a run are the person's choice, not the sandbox's.
+    pub view_nodes: usize,
 }
 
 impl Default for Limits {
@@ -68,6 +86,7 @@ impl Default for Limits {
             retained_answers: 8192,
             tree_retained_answers: 16_384,
             tree_retained_bytes: 24 << 20,
+            view_nodes: 1 << 18,
         }
     }
 }
@@ -86,6 +105,7 @@ const KEYS: &[&str] = &[
     "retainedAnswers",
     "treeRetainedAnswers",
     "treeRetainedBytes",
+    "viewNodes",
 ];
 
 impl Limits {
@@ -119,6 +139,7 @@ impl Limits {
                 "retainedAnswers" => limits.retained_answers = n,
                 "treeRetainedAnswers" => limits.tree_retained_answers = n,
                 "treeRetainedBytes" => limits.tree_retained_bytes = n,
+                "viewNodes" => limits.view_nodes = n,
                 unknown => {
                     return Err(format!(
                         "limits: {}",
@@ -153,6 +174,9 @@ mod tests {
         let limits =
             Limits::parse(Some(&serde_json::json!({"requestBytes": 1024}))).expect("valid");
         assert_eq!(limits.request_bytes, 1024);
+        let limits = Limits::parse(Some(&serde_json::json!({"viewNodes": 500}))).expect("valid");
+        assert_eq!(limits.view_nodes, 500);
+        assert_eq!(Limits::default().view_nodes, 262_144);
         assert!(Limits::parse(Some(&serde_json::json!({"dept": 4}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!({"depth": 0}))).is_err());
         assert!(Limits::parse(Some(&serde_json::json!([1]))).is_err());

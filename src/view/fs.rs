@@ -6,7 +6,7 @@
 //! otherwise.
 
 use super::moves;
-use super::nodes::{is_plain_name, path_text, Nodes, ROOT};
+use super::nodes::{is_plain_name, path_text, AtBound, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
 use crate::session::ask::{AskId, Outcome, Response};
@@ -79,6 +79,15 @@ pub(super) struct Inner {
     prior_asks: Mutex<HashMap<u64, String>>,
     /// The daemon is root: what it creates is given to the caller.
     give_to_caller: bool,
+    /// Something large was freed or cached (the node table shrank, the
+    /// verdict cache grew): trimmed once the view is idle
+    /// ([`Inner::trim_when_idle`]).
+    trim_due: AtomicBool,
+    /// When the `viewNodes` bound was last said (warned and audited), and
+    /// the refusals since: one line a minute at most, so a program that
+    /// keeps hitting the bound cannot fill the audit log instead.
+    bound_said: Mutex<Option<Instant>>,
+    bound_refused: AtomicU64,
     /// Held exclusively while a rename lists, judges and moves a subtree,
     /// and shared while an operation that makes a new name checks that
     /// its directory is still where it was judged and makes it: no name
@@ -142,6 +151,9 @@ enum Many {
     Ask(Vec<(PathBuf, Access)>),
 }
 
+/// How often a view at its `viewNodes` bound says so, at most.
+const BOUND_SAID_EVERY: Duration = Duration::from_secs(60);
+
 pub struct ViewFs {
     pub(super) inner: Arc<Inner>,
 }
@@ -170,11 +182,13 @@ impl ViewFs {
         let st = sys::stat_fd(root_dir.as_raw_fd())?;
         // SAFETY: geteuid cannot fail.
         let euid = unsafe { libc::geteuid() };
+        let mut nodes = Nodes::new(root, root_dir, (st.st_dev, st.st_ino));
+        nodes.set_bound(authority.limits().view_nodes);
         Ok(Self {
             inner: Arc::new(Inner {
                 authority,
                 session,
-                nodes: Mutex::new(Nodes::new(root, root_dir, (st.st_dev, st.st_ino))),
+                nodes: Mutex::new(nodes),
                 verdicts: Mutex::new(Verdicts::default()),
                 files: Mutex::new(HashMap::new()),
                 backings: Mutex::new(HashMap::new()),
@@ -187,6 +201,9 @@ impl ViewFs {
                 prior_asks: Mutex::new(HashMap::new()),
                 give_to_caller: euid == 0,
                 namespace: RwLock::new(()),
+                trim_due: AtomicBool::new(false),
+                bound_said: Mutex::new(None),
+                bound_refused: AtomicU64::new(0),
             }),
         })
     }
@@ -258,6 +275,12 @@ impl ViewFs {
                 .collect();
         }
         logged
+    }
+
+    /// The view's shared state, for the idle trim ([`Inner::trim_when_idle`],
+    /// from `Views::sweep`).
+    pub(super) fn shared(&self) -> Arc<Inner> {
+        Arc::clone(&self.inner)
     }
 
     /// Whether the kernel took passthrough at `INIT`: asked once the
@@ -443,6 +466,9 @@ impl Inner {
                 let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
                 for (path, access) in unjudged.iter().filter(|_| !scoped) {
                     verdicts.put(path, *access, Cached::Allow, generation, now);
+                }
+                if verdicts.wants_trim() {
+                    self.trim_due.store(true, Ordering::Relaxed);
                 }
                 drop(verdicts);
                 then(self, Ok(()))
@@ -762,9 +788,7 @@ impl Inner {
         let mut nonce = [0u8; 8];
         crate::mount::nodes::random_bytes(&mut nonce);
         let rid = format!("open-{}-{unique}-{}", self.tag, hex::encode(nonce));
-        if let Some(log) = self.nodes().log() {
-            log.asked(unique, &rid);
-        }
+        self.nodes().log_asked(unique, &rid);
         let command = sys::command_line(caller.pid);
         let what = what.unwrap_or_else(|| {
             let accesses: Vec<String> = texts
@@ -785,7 +809,12 @@ impl Inner {
             Ok(id) => id,
             Err(error) => {
                 tracing::warn!(session = %self.session, %error, "view: the ask could not be raised: refused");
-                return then(self, Err(Errno::EACCES));
+                then(self, Err(Errno::EACCES));
+                // Never raised: a compaction drops its line (a program
+                // refused at `pendingAsks` again and again would otherwise
+                // grow the log's snapshot with each try).
+                self.nodes().log_answered(unique);
+                return;
             }
         };
         tracing::info!(session = %self.session, ask = %ask_id, "view: an open waits for an answer");
@@ -807,7 +836,11 @@ impl Inner {
                 }
                 let then = slot.lock().ok().and_then(|mut s| s.take());
                 if let Some(then) = then {
-                    then(&me, result)
+                    then(&me, result);
+                    // Answered: a compaction of the node log drops its ask
+                    // (after the reply, so a server that dies before it
+                    // still finds the ask for the re-sent open).
+                    me.nodes().log_answered(unique);
                 }
             }
         };
@@ -861,10 +894,96 @@ impl Inner {
             return Ok(attr(ino, &st));
         }
         let dir_fd = dir_fd_of(&dir, name, &st).map_err(io_errno)?;
-        let ino = self
+        let looked_up = self
             .nodes()
             .looked_up(parent, name, (st.st_dev, st.st_ino), dir_fd);
-        Ok(attr(ino, &st))
+        match looked_up {
+            Ok(ino) => Ok(attr(ino, &st)),
+            Err(at) => Err(self.past_bound(parent, name, at)),
+        }
+    }
+
+    /// `ENOSPC` unless the table has room for `name` in `parent` (a name
+    /// it knows needs none): asked before a create or mkdir makes the
+    /// name on disk, so a refused one leaves nothing behind.
+    fn room_for(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+        let full = self.nodes().room_for(parent, name).err();
+        match full {
+            Some(at) => Err(self.past_bound(parent, name, at)),
+            None => Ok(()),
+        }
+    }
+
+    /// A new node was refused at the view's `viewNodes` bound: `ENOSPC`,
+    /// said (a warning and an audit line naming the bound) at most once
+    /// every [`BOUND_SAID_EVERY`], with the refusals since.
+    fn past_bound(&self, parent: u64, name: &OsStr, at: AtBound) -> Errno {
+        self.bound_refused.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let due = {
+            let mut said = self.bound_said.lock().unwrap_or_else(|p| p.into_inner());
+            let due = said.is_none_or(|at| now.duration_since(at) >= BOUND_SAID_EVERY);
+            if due {
+                *said = Some(now);
+            }
+            due
+        };
+        if !due {
+            return Errno::ENOSPC;
+        }
+        let refused = self.bound_refused.swap(0, Ordering::Relaxed);
+        let path = self
+            .nodes()
+            .child_path(parent, name)
+            .map(|p| path_text(&p))
+            .unwrap_or_default();
+        let why = format!(
+            "the view holds {} names, the most one may (limits.viewNodes: {}); names the sandbox has not looked up before are refused ENOSPC until the kernel forgets some",
+            at.held, at.bound
+        );
+        tracing::warn!(session = %self.session, %path, refused, %why, "view: a new name refused");
+        let mut entry = serde_json::Map::new();
+        entry.insert("event".into(), "view-bound".into());
+        entry.insert("session".into(), self.session.clone().into());
+        entry.insert("path".into(), path.into());
+        entry.insert("limit".into(), "viewNodes".into());
+        entry.insert("bound".into(), at.bound.into());
+        entry.insert("refused".into(), refused.into());
+        entry.insert("why".into(), why.into());
+        self.authority.audit_line(entry);
+        Errno::ENOSPC
+    }
+
+    /// Gives back what a large table or cache held, once the view has
+    /// been idle long enough that no cached verdict is fresh: the verdict
+    /// cache, the room of the handle and backing maps, and the
+    /// allocator's free memory (glibc keeps freed memory in its arenas:
+    /// without `malloc_trim`, the 100,000 nodes a sandbox made and removed
+    /// stayed in the daemon's RSS). Cheap when nothing is due (one load).
+    /// `true` when it trimmed: the caller then calls
+    /// [`release_free_memory`], once for all the views it trimmed.
+    pub(super) fn trim_when_idle(&self, now: Instant) -> bool {
+        if !self.trim_due.load(Ordering::Relaxed) {
+            return false;
+        }
+        if !self
+            .verdicts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .trim(now)
+        {
+            return false;
+        }
+        self.trim_due.store(false, Ordering::Relaxed);
+        self.backings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shrink_to_fit();
+        if let Ok(mut files) = self.files.lock() {
+            files.shrink_to_fit();
+        }
+        tracing::debug!(session = %self.session, "view: caches trimmed");
+        true
     }
 
     /// An `O_PATH` descriptor of node `ino` itself.
@@ -982,9 +1101,7 @@ impl Inner {
                 file: identity,
             },
         );
-        if let Some(log) = self.nodes().log() {
-            log.backing(ino, raw, identity);
-        }
+        self.nodes().log_backing(ino, raw, identity);
         Ok(id)
     }
 
@@ -996,10 +1113,8 @@ impl Inner {
             return;
         }
         let mut nodes = self.nodes();
-        if let Some(log) = nodes.log() {
-            for ino in inos {
-                log.closed(*ino);
-            }
+        for ino in inos {
+            nodes.log_closed(*ino);
         }
     }
 
@@ -1197,13 +1312,16 @@ impl Filesystem for ViewFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let gone = {
+        let (gone, shrunk) = {
             let mut nodes = self.inner.nodes();
-            nodes.forget(ino.0, nlookup);
-            nodes.path(ino.0).is_none()
+            let shrunk = nodes.forget(ino.0, nlookup);
+            (nodes.path(ino.0).is_none(), shrunk)
         };
         if gone {
             self.inner.forget_backing(ino.0);
+        }
+        if shrunk {
+            self.inner.trim_due.store(true, Ordering::Relaxed);
         }
     }
 
@@ -1423,6 +1541,7 @@ impl Filesystem for ViewFs {
                 }
                 let result = (|| -> Result<FileAttr, Errno> {
                     let _made = inner.still_at(newparent, &newname, &to)?;
+                    inner.room_for(newparent, &newname)?;
                     let fd = inner.node_fd(ino)?;
                     let dir = inner.nodes().dir(newparent).ok_or(Errno::ENOENT)?;
                     sys::link_fd(&fd, dir.as_raw_fd(), &newname).map_err(io_errno)?;
@@ -1525,6 +1644,9 @@ impl Filesystem for ViewFs {
                     Ok(made) => made,
                     Err(e) => return reply.error(e),
                 };
+                if let Err(e) = inner.room_for(parent, &name) {
+                    return reply.error(e);
+                }
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -1847,6 +1969,9 @@ impl ViewFs {
                     Ok(made) => made,
                     Err(e) => return reply.error(e),
                 };
+                if let Err(e) = inner.room_for(parent, &name) {
+                    return reply.error(e);
+                }
                 let Some(dir) = inner.nodes().dir(parent) else {
                     return reply.error(Errno::ENOENT);
                 };
@@ -1888,6 +2013,20 @@ impl ViewFs {
                 }
             }),
         );
+    }
+}
+
+/// Hands the allocator's free memory back to the kernel. glibc's malloc
+/// keeps what a burst of small allocations freed (the view's nodes, names
+/// and paths) in its arenas, one per thread that allocated, and gives
+/// little of it back by itself; `malloc_trim(0)` releases every free page.
+/// Called only after a large table or cache went (it walks the heap).
+pub(super) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free pages of the allocator's own
+    // arenas; it is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

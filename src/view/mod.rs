@@ -70,6 +70,8 @@ struct View {
     mountpoint: PathBuf,
     log: PathBuf,
     session: Option<fuser::BackgroundSession>,
+    /// The filesystem's shared state, trimmed when idle ([`Views::sweep`]).
+    shared: Arc<fs::Inner>,
 }
 
 /// Every view the daemon serves, by session (id and serial).
@@ -202,7 +204,7 @@ impl Views {
             passthrough: false,
         };
         match self.serve_new(definition, &canonical, root_dir, &log_path) {
-            Ok(session) => {
+            Ok((session, shared)) => {
                 tracing::info!(session = %id, root = %shown, mountpoint = %mountpoint.display(), external, "view mounted");
                 Ok(View {
                     key,
@@ -210,6 +212,7 @@ impl Views {
                     mountpoint,
                     log: log_path,
                     session: Some(session),
+                    shared,
                 })
             }
             Err(error) => {
@@ -230,7 +233,7 @@ impl Views {
         canonical: &Path,
         root_dir: OwnedFd,
         log_path: &Path,
-    ) -> Result<fuser::BackgroundSession, String> {
+    ) -> Result<(fuser::BackgroundSession, Arc<fs::Inner>), String> {
         let fs = ViewFs::new(
             Arc::clone(&self.authority),
             definition.session.clone(),
@@ -246,6 +249,7 @@ impl Views {
             }
         }
         let passthrough = fs.passthrough_probe();
+        let shared = fs.shared();
         let shown = &definition.root;
         let fd = mount_fd(&definition.mountpoint, self.owner, self.allow_other)
             .map_err(|e| format!("cannot mount a view of {shown}: {e}"))?;
@@ -260,7 +264,7 @@ impl Views {
             })?;
         definition.passthrough = passthrough();
         self.keep(&definition, kept);
-        Ok(session)
+        Ok((session, shared))
     }
 
     /// Hands a copy of the view's connection to the supervisor (before
@@ -352,6 +356,7 @@ impl Views {
                 tracing::warn!(%error, log = %log_path.display(), "the view's node log cannot be written: the view will not outlive this server")
             }
         }
+        let shared = fs.shared();
         let config = self.config();
         let acl = config.acl;
         let session = fuser::Session::from_fd_initialized(fs, fd, acl, config);
@@ -376,11 +381,14 @@ impl Views {
             mountpoint: definition.mountpoint.clone(),
             log: log_path.to_path_buf(),
             session: Some(session),
+            shared,
         })
     }
 
-    /// Unmounts the views of sessions that ended.
+    /// Unmounts the views of sessions that ended, and trims what idle
+    /// views no longer need (called every tick of the expiry thread).
     pub fn sweep(&self) {
+        self.trim_idle();
         let ended: Vec<View> = match self.open.lock() {
             Ok(mut open) => {
                 let gone: Vec<(String, u64)> = open
@@ -396,6 +404,27 @@ impl Views {
         };
         for view in ended {
             self.unmount(view);
+        }
+    }
+
+    /// Gives back what large tables and caches of idle views held
+    /// ([`fs::Inner::trim_when_idle`]; nothing to do costs one load a view).
+    fn trim_idle(&self) {
+        let shared: Vec<Arc<fs::Inner>> = match self.open.lock() {
+            Ok(open) => open
+                .values()
+                .flatten()
+                .map(|v| Arc::clone(&v.shared))
+                .collect(),
+            Err(_) => return,
+        };
+        let now = std::time::Instant::now();
+        let mut trimmed = false;
+        for view in shared {
+            trimmed |= view.trim_when_idle(now);
+        }
+        if trimmed {
+            fs::release_free_memory();
         }
     }
 

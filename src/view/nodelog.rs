@@ -30,6 +30,26 @@
 //! One `write(2)` a line and no sync: the log has to outlive the process,
 //! not the machine (a view does not outlive a reboot). The next server
 //! replays it ([`replay`]) and writes it afresh with what is alive.
+//!
+//! **Compaction.** A program that creates and unlinks names in a loop
+//! appends five lines a cycle (`n`, `b`, `u`, `f`, `c`) while the table
+//! stays the same size, so a log rewritten only at a restart grows without
+//! bound (95 bytes a cycle: a sandbox could fill the state dir's disk).
+//! So the log is compacted as it goes: once it holds more than
+//! [`COMPACT_FACTOR`] times what a snapshot of the live table takes (and
+//! more than [`COMPACT_FLOOR`]), the table's owner ([`super::nodes::Nodes`],
+//! under the lock every append is made under) writes the snapshot to
+//! `<log>.tmp` and renames it over the log. The snapshot holds every node
+//! with its name, every backing the log says is open and every ask it
+//! says an open raised and that is not answered yet (this log keeps those
+//! two itself, [`NodeLog::backings`], [`NodeLog::asks`], so it needs no
+//! other table). Crash-safe without a sync, for the same reason the
+//! appends are: a server that dies while the temporary file is written
+//! leaves the old log whole (every append went there); one that dies
+//! after the rename leaves the snapshot, and every append after it went
+//! to the new file. The rename is atomic for the next server's `open`.
+//! Each compaction writes what the live table takes after at least as
+//! many bytes were appended, so it at most doubles what the log writes.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -37,6 +57,22 @@ use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+/// A log is compacted once it holds more than this many times the bytes
+/// of a snapshot of the live table: 2 keeps the file within about twice
+/// the table (plus the floor), and every compaction is paid for by at
+/// least as many bytes appended since the last one.
+pub const COMPACT_FACTOR: u64 = 2;
+
+/// ... and more than this: a nearly empty view is not rewritten every few
+/// lines (a cycle of create and unlink is 5 lines, about 95 bytes with a
+/// short name, so a churning program compacts about every 700 cycles).
+pub const COMPACT_FLOOR: u64 = 64 << 10;
+
+/// What a snapshot's line for a node takes besides its hex name, about
+/// (`n INO PARENT ` and the newline, with room for an unnamed node's `u`
+/// line): the yardstick [`NodeLog::wants_compaction`] is given.
+pub const NODE_LINE_BYTES: u64 = 24;
 
 /// The log of one view's node table.
 #[derive(Debug)]
@@ -46,7 +82,22 @@ pub struct NodeLog {
     /// Said once: a line could not be written (the next server will not
     /// know some numbers; their callers get `ENOENT` after a restart).
     failed: bool,
+    /// Bytes in the file: the snapshot it started with and every append.
+    written: u64,
+    /// The backings the log says are registered and not closed, and the
+    /// asks it says an open raised, not yet answered: what a compaction
+    /// writes besides the nodes (the same a replay would find).
+    backings: HashMap<u64, (u32, (u64, u64))>,
+    asks: HashMap<u64, String>,
+    /// A compaction failed (a full disk, say): not tried again before the
+    /// log has grown by [`COMPACT_FLOOR`] more, so a failing rewrite is
+    /// not attempted at every line.
+    retry_at: u64,
 }
+
+/// A node as a compaction writes it: number, parent, name, and whether
+/// the name is still its own.
+pub type SnapshotNode<'a> = (u64, u64, &'a OsStr, bool);
 
 /// What a log says: the nodes, and the backings registered and not closed
 /// (by node: the id and the backing file's `(dev, ino)`).
@@ -82,40 +133,135 @@ impl NodeLog {
             file,
             path: path.to_path_buf(),
             failed: false,
+            written: 0,
+            backings: HashMap::new(),
+            asks: HashMap::new(),
+            retry_at: 0,
         })
     }
 
-    /// A log at `path` holding exactly `nodes` (written to a temporary
+    /// A log at `path` holding exactly `logged` (written to a temporary
     /// file, then renamed over the old log).
     pub fn rewrite(path: &Path, logged: &Replayed) -> std::io::Result<Self> {
-        let nodes = &logged.nodes;
-        let temporary = path.with_extension("nodes.tmp");
-        let mut log = Self::create(&temporary)?;
-        let mut text = String::new();
-        // Unnamed nodes first: a named node written after one with the
-        // same name is the one the name leads to.
-        let mut order: Vec<(&u64, &Logged)> = nodes.iter().collect();
-        order.sort_by_key(|(ino, node)| (node.named, **ino));
-        for (ino, node) in order {
-            text.push_str(&line('n', *ino, node.parent, &node.name));
-            if !node.named {
-                text.push_str(&format!(
-                    "u {} {}\n",
-                    node.parent,
-                    hex::encode(node.name.as_bytes())
-                ));
+        let nodes = |named: bool| {
+            logged
+                .nodes
+                .iter()
+                .filter(move |(_, node)| node.named == named)
+                .map(|(ino, node)| (*ino, node.parent, node.name.as_os_str(), node.named))
+        };
+        let mut log = Self::snapshot(
+            path,
+            nodes(false).chain(nodes(true)),
+            &logged.backings,
+            &logged.asks,
+        )?;
+        log.backings.clone_from(&logged.backings);
+        log.asks.clone_from(&logged.asks);
+        Ok(log)
+    }
+
+    /// Whether the log has grown past [`COMPACT_FACTOR`] times a snapshot
+    /// of the live table (`live_bytes`: its nodes, as the table's owner
+    /// estimates them with [`NODE_LINE_BYTES`]) and past the floor.
+    pub fn wants_compaction(&self, live_bytes: u64) -> bool {
+        let live = live_bytes
+            .saturating_add(self.backings.len() as u64 * 48)
+            .saturating_add(self.asks.len() as u64 * 96);
+        self.written >= self.retry_at
+            && self.written > live.saturating_mul(COMPACT_FACTOR).max(COMPACT_FLOOR)
+    }
+
+    /// Replaces the log by a snapshot of the live table, `nodes` (called
+    /// twice: unnamed nodes are written first), with the backings and asks
+    /// this log holds. On an error the old log is kept and appended to as
+    /// before (it is still whole), and the next try waits for
+    /// [`COMPACT_FLOOR`] more bytes.
+    pub fn compact<'a, I>(&mut self, nodes: impl Fn() -> I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = SnapshotNode<'a>>,
+    {
+        let started = std::time::Instant::now();
+        let unnamed = nodes().filter(|node| !node.3);
+        let named = nodes().filter(|node| node.3);
+        match Self::snapshot(&self.path, unnamed.chain(named), &self.backings, &self.asks) {
+            Ok(fresh) => {
+                let micros = started.elapsed().as_micros() as u64;
+                tracing::debug!(log = %self.path.display(), before = self.written, after = fresh.written, micros, "the view's node log compacted");
+                self.file = fresh.file;
+                self.written = fresh.written;
+                self.retry_at = 0;
+                // The snapshot is whole again, whatever append failed.
+                self.failed = false;
+                Ok(())
+            }
+            Err(error) => {
+                self.retry_at = self.written.saturating_add(COMPACT_FLOOR);
+                Err(error)
             }
         }
-        for (ino, (id, (dev, inode))) in &logged.backings {
-            text.push_str(&format!("b {ino} {id} {dev} {inode}\n"));
+    }
+
+    /// Writes `nodes` (unnamed ones first: a named node written after one
+    /// with the same name is the one the name leads to), `backings` and
+    /// `asks` to `<path>.tmp`, then renames it over `path`.
+    fn snapshot<'a>(
+        path: &Path,
+        nodes: impl Iterator<Item = SnapshotNode<'a>>,
+        backings: &HashMap<u64, (u32, (u64, u64))>,
+        asks: &HashMap<u64, String>,
+    ) -> std::io::Result<Self> {
+        let temporary = path.with_extension("nodes.tmp");
+        let written = (|| -> std::io::Result<Self> {
+            let mut log = Self::create(&temporary)?;
+            let mut out = std::io::BufWriter::with_capacity(64 << 10, &mut log.file);
+            let mut written = 0u64;
+            let mut put = |text: &str| -> std::io::Result<()> {
+                written += text.len() as u64;
+                out.write_all(text.as_bytes())
+            };
+            let mut unnamed_seen = false;
+            for (ino, parent, name, named) in nodes {
+                if named {
+                    unnamed_seen = true;
+                } else if unnamed_seen {
+                    // A caller's order broke the rule replay relies on.
+                    return Err(std::io::Error::other("an unnamed node after a named one"));
+                }
+                put(&line('n', ino, parent, name))?;
+                if !named {
+                    put(&format!("u {parent} {}\n", hex::encode(name.as_bytes())))?;
+                }
+            }
+            for (ino, (id, (dev, inode))) in backings {
+                put(&format!("b {ino} {id} {dev} {inode}\n"))?;
+            }
+            for (unique, rid) in asks {
+                put(&format!("a {unique} {}\n", hex::encode(rid)))?;
+            }
+            out.flush()?;
+            drop(out);
+            log.written = written;
+            Ok(log)
+        })();
+        let mut log = match written {
+            Ok(log) => log,
+            Err(error) => {
+                let _ = std::fs::remove_file(&temporary);
+                return Err(error);
+            }
+        };
+        if let Err(error) = std::fs::rename(&temporary, path) {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
         }
-        for (unique, rid) in &logged.asks {
-            text.push_str(&format!("a {unique} {}\n", hex::encode(rid)));
-        }
-        log.file.write_all(text.as_bytes())?;
-        std::fs::rename(&temporary, path)?;
         log.path = path.to_path_buf();
         Ok(log)
+    }
+
+    /// Bytes in the file now.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     pub fn path(&self) -> &Path {
@@ -139,18 +285,29 @@ impl NodeLog {
     }
 
     pub fn backing(&mut self, ino: u64, id: u32, (dev, inode): (u64, u64)) {
+        self.backings.insert(ino, (id, (dev, inode)));
         self.append(&format!("b {ino} {id} {dev} {inode}\n"));
     }
 
     pub fn closed(&mut self, ino: u64) {
+        self.backings.remove(&ino);
         self.append(&format!("c {ino}\n"));
     }
 
     pub fn asked(&mut self, unique: u64, rid: &str) {
+        self.asks.insert(unique, rid.to_string());
         self.append(&format!("a {unique} {}\n", hex::encode(rid)));
     }
 
+    /// The open that is request `unique` was answered: a compaction no
+    /// longer keeps its ask (no line: a replay keeps it, and the next
+    /// server drops it when its ask is gone from the journal).
+    pub fn answered(&mut self, unique: u64) {
+        self.asks.remove(&unique);
+    }
+
     fn append(&mut self, text: &str) {
+        self.written = self.written.saturating_add(text.len() as u64);
         if let Err(error) = self.file.write_all(text.as_bytes()) {
             if !self.failed {
                 self.failed = true;
