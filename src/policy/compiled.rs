@@ -155,6 +155,27 @@ impl CompiledRules {
         &self.rules[index]
     }
 
+    /// The globs of every rule on a surface key matching one of
+    /// `surfaces` that a judgment counts (a config rule or a grant, not
+    /// the universal default) or that denies. A value none of them
+    /// matches meets, on those surfaces, only defaults that do not deny.
+    pub fn speaking_globs(&self, surfaces: &[&str]) -> Vec<Glob> {
+        let mut out = Vec::new();
+        for key in &self.surface_keys {
+            if !surfaces.iter().any(|s| key.matcher.is_match(s)) {
+                continue;
+            }
+            for &index in &key.rules {
+                let rule = &self.rules[index];
+                if rule.reported_pattern().is_some() || rule.action == super::PermissionState::Deny
+                {
+                    out.extend(self.pattern_globs[index].iter().cloned());
+                }
+            }
+        }
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }

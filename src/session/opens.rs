@@ -87,7 +87,93 @@ pub enum PathVerdict {
     Ask,
 }
 
+/// Which paths no rule at a session speaks for: the view's screen in front
+/// of the dry walk when one operation judges many names (a directory
+/// rename's subtree), so a tree the policy allows costs a glob pass per
+/// name rather than a walk per access.
+///
+/// It is exact where it says "unnamed", by the walk's own rule: a node
+/// allows a path inside its cwd when no check counted and none denied
+/// (the view's default), and a check counts only where a config rule or a
+/// grant matched; a default that could deny, every guard on the
+/// authority (of every cwd on the chain) and every outside-the-sandbox
+/// guard are in the screen too. So a path none of those globs matches in
+/// any of its aliases is allowed at the session's own node, and the walk
+/// never climbs. Anything else ("named") is judged by the walk.
+pub struct PathScreen {
+    set: globset::GlobSet,
+    outside: Vec<Arc<crate::policy::outside::OutsideGuards>>,
+    cwd: String,
+    canonical: String,
+    home: String,
+}
+
+impl PathScreen {
+    /// True when the session's node allows every access to `path` (an
+    /// absolute path as the view serves it) by the view's default.
+    pub fn unnamed(&self, path: &str) -> bool {
+        let at = AccessPath::for_word_in(path, &self.cwd, &self.cwd, &self.home);
+        if at.match_values.is_empty() || is_outside(&at.boundary, &self.canonical) {
+            return false;
+        }
+        !at.match_values.iter().any(|v| {
+            let candidate = globset::Candidate::new(v);
+            self.set.is_match_candidate(&candidate)
+                || self.outside.iter().any(|o| o.could_meet(&candidate))
+        })
+    }
+}
+
 impl Authority {
+    /// The [`PathScreen`] of `session` now, or `None` (no such session,
+    /// or a policy that cannot be compiled: then every name is walked).
+    pub fn path_screen(&self, session: &str) -> Option<PathScreen> {
+        let (cwd, canonical, grants, chain, agents) = {
+            let state = lock(&self.state);
+            let node = state.tree.get(session)?;
+            (
+                node.cwd.clone(),
+                node.canonical_cwd.canonical(),
+                Arc::clone(&node.compiled_grants),
+                super::walk::chain_cwds(&state.tree, session),
+                super::walk::agents_for(&state.tree, session),
+            )
+        };
+        const SURFACES: [&str; 2] = ["path_read", "path_write"];
+        let mut globs = grants.speaking_globs(&SURFACES);
+        let mut outside: Vec<Arc<crate::policy::outside::OutsideGuards>> = Vec::new();
+        let mut keep = |guards: &Arc<crate::policy::outside::OutsideGuards>| {
+            if !outside.iter().any(|o| Arc::ptr_eq(o, guards)) {
+                outside.push(Arc::clone(guards));
+            }
+        };
+        for agent in &agents {
+            let policy = self.loader.policy(&cwd, agent.as_deref()).ok()?;
+            globs.extend(policy.rules.speaking_globs(&SURFACES));
+            if let Some(narrowing) = &policy.narrowing {
+                globs.extend(narrowing.speaking_globs(&SURFACES));
+            }
+            globs.extend(policy.guard.speaking_globs(&SURFACES));
+            keep(&policy.outside);
+        }
+        for at in &chain {
+            let policy = self.loader.policy(at, None).ok()?;
+            globs.extend(policy.guard.speaking_globs(&SURFACES));
+            keep(&policy.outside);
+        }
+        let mut builder = globset::GlobSetBuilder::new();
+        for glob in globs {
+            builder.add(glob);
+        }
+        Some(PathScreen {
+            set: builder.build().ok()?,
+            outside,
+            cwd,
+            canonical,
+            home: crate::facts::path_text::home_dir(),
+        })
+    }
+
     /// The facts of `accesses` at `session` (absolute paths, as the view
     /// serves them at their own path), or `None` for no such session.
     pub fn path_facts(&self, session: &str, accesses: &[(String, Access)]) -> Option<FactSet> {
@@ -357,5 +443,72 @@ mod tests {
             .path_facts("main", &[("/x".into(), Access::Read)])
             .expect("facts");
         assert!(a.judge_paths("nobody", &facts).is_err());
+    }
+
+    /// The screen is exact where it says "unnamed": each such path is
+    /// allowed for reading and writing by the walk itself.
+    #[test]
+    fn a_path_the_screen_lets_through_is_one_the_walk_allows() {
+        let configs = [
+            r#"{"permission": {"*": "ask", "path": {"*.env": "deny", "*.env.*": "deny", "*.env.example": "allow"}, "external_directory": "ask"}}"#,
+            r#"{"permission": {"*": "allow", "path_read": {"*/private/*": "deny"}, "path_write": {"*.lock": "ask"}}}"#,
+            r#"{"permission": {"*": "deny", "path": {"src/*": "allow"}}}"#,
+            r#"{"permission": {"*": "ask", "path_write": {"*": "ask"}}}"#,
+        ];
+        let names = [
+            "a.txt",
+            ".env",
+            "x.env.local",
+            "b.env.example",
+            "private/k",
+            "deep/private/k",
+            "src/main.rs",
+            "Cargo.lock",
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".envrc",
+            ".permfs/config.json",
+            ".vscode/tasks.json",
+            "tree/d1/f1.txt",
+        ];
+        for config in configs {
+            let (a, dir) = authority(config);
+            let work = dir.path().join("work");
+            let screen = a.path_screen("main").expect("screen");
+            let mut through = 0;
+            for name in names {
+                let path = format!("{}/{name}", work.display());
+                if !screen.unnamed(&path) {
+                    continue;
+                }
+                through += 1;
+                for access in [Access::Read, Access::Write] {
+                    assert!(
+                        matches!(verdict(&a, &path, access), PathVerdict::Allow { .. }),
+                        "{config}: the screen let {name} through, the walk does not allow {access:?}"
+                    );
+                }
+            }
+            let outside = "/elsewhere/a.txt";
+            assert!(
+                !screen.unnamed(outside),
+                "a path outside the cwd is always walked"
+            );
+            let plain = format!("{}/tree/d1/f1.txt", work.display());
+            let expected =
+                config.contains("\"*\": \"ask\", \"path\"") || config.contains("private");
+            assert_eq!(screen.unnamed(&plain), expected, "{config}");
+            let guarded = [".git/hooks/pre-commit", ".permfs/config.json", ".envrc"];
+            for name in guarded {
+                assert!(
+                    !screen.unnamed(&format!("{}/{name}", work.display())),
+                    "{config}: {name} is named by a rule or a guard"
+                );
+            }
+            assert!(
+                through > 0 || !expected,
+                "{config}: the screen lets some names through"
+            );
+        }
     }
 }

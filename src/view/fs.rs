@@ -139,6 +139,11 @@ const MAX_ASKED: usize = 1000;
 /// Accesses an ask's message names one by one.
 const SHOWN: usize = 20;
 
+/// Accesses from which one judgment screens out the names no rule speaks
+/// for before walking the rest (below it, building the screen costs more
+/// than the walk).
+const SCREEN_FROM: usize = 64;
+
 /// The verdict on many accesses at once.
 enum Many {
     Allow,
@@ -511,6 +516,13 @@ impl Inner {
         // As in `judged`: a verdict inside an outside-guard scope is the
         // operation's, not the path's, so the cache is neither read nor fed.
         let scoped = crate::policy::outside::scoped();
+        // Many names (a directory's subtree): the paths no rule names are
+        // allowed at the session's node by the view's default, told in one
+        // glob pass each (`PathScreen`); the rest are judged below.
+        let screen = (accesses.len() > SCREEN_FROM)
+            .then(|| self.authority.path_screen(&self.session))
+            .flatten();
+        let mut unnamed: HashMap<&Path, bool> = HashMap::new();
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
         {
             let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
@@ -518,6 +530,14 @@ impl Inner {
             for (path, access) in &accesses {
                 if approved.contains(&(path.clone(), *access)) || !seen.insert((path, *access)) {
                     continue;
+                }
+                if let Some(screen) = &screen {
+                    let allowed = *unnamed
+                        .entry(path.as_path())
+                        .or_insert_with(|| screen.unnamed(&path_text(path)));
+                    if allowed {
+                        continue;
+                    }
                 }
                 match verdicts
                     .get(path, *access, generation, now)

@@ -160,6 +160,9 @@ pub struct OutsideGuards {
     pub settings: Vec<(String, Setting)>,
     /// Set when the table itself cannot be used: every write is floored.
     broken: Option<String>,
+    /// Every enabled guard's file and directory patterns in one set (see
+    /// [`Self::could_meet`]).
+    any: GlobSet,
 }
 
 /// A pattern's readings: one under `~/` is the home's (and its canonical
@@ -270,10 +273,18 @@ impl OutsideGuards {
                 }
             }
         }
-        Self {
-            compiled,
-            settings,
-            broken: None,
+        let every: Vec<String> = compiled
+            .iter()
+            .flat_map(|c| c.file_patterns.iter().chain(&c.dir_patterns).cloned())
+            .collect();
+        match glob_set(&every, homes) {
+            Ok((any, _)) => Self {
+                compiled,
+                settings,
+                broken: None,
+                any,
+            },
+            Err(error) => Self::broken(format!("the guards do not compile together: {error}")),
         }
     }
 
@@ -282,12 +293,21 @@ impl OutsideGuards {
             compiled: Vec::new(),
             settings: Vec::new(),
             broken: Some(why),
+            any: GlobSet::empty(),
         }
     }
 
     /// Why the set cannot be used, if it cannot (every write then asks).
     pub fn broken_reason(&self) -> Option<&str> {
         self.broken.as_deref()
+    }
+
+    /// Whether any enabled guard's file or directory patterns match
+    /// `value`, exceptions aside: a superset of [`Self::met_value`] in one
+    /// pass, for a screen that must only never miss (`session::opens`).
+    /// A broken set names everything.
+    pub fn could_meet(&self, value: &globset::Candidate<'_>) -> bool {
+        self.broken.is_some() || self.any.is_match_candidate(value)
     }
 
     /// The guard `value` (one path spelling) meets, if any.
