@@ -102,8 +102,9 @@ pub enum PathVerdict {
 /// never climbs. Anything else ("named") is judged by the walk.
 pub struct PathScreen {
     set: globset::GlobSet,
-    outside: Vec<Arc<crate::policy::outside::OutsideGuards>>,
     cwd: String,
+    /// The cwd as the facts resolve it, with a `/` after it.
+    within: String,
     canonical: String,
     home: String,
 }
@@ -112,15 +113,40 @@ impl PathScreen {
     /// True when the session's node allows every access to `path` (an
     /// absolute path as the view serves it) by the view's default.
     pub fn unnamed(&self, path: &str) -> bool {
+        let matched = |values: &[&str]| {
+            values
+                .iter()
+                .any(|v| self.set.is_match_candidate(&globset::Candidate::new(v)))
+        };
+        if let Some(relative) = self.simple_relative(path) {
+            // Inside the cwd by its lexical form, which is then also its
+            // boundary (`AccessPath` resolves nothing for a word), so
+            // not outside it.
+            return !matched(&[path, relative]);
+        }
         let at = AccessPath::for_word_in(path, &self.cwd, &self.cwd, &self.home);
         if at.match_values.is_empty() || is_outside(&at.boundary, &self.canonical) {
             return false;
         }
-        !at.match_values.iter().any(|v| {
-            let candidate = globset::Candidate::new(v);
-            self.set.is_match_candidate(&candidate)
-                || self.outside.iter().any(|o| o.could_meet(&candidate))
-        })
+        let values: Vec<&str> = at.match_values.iter().map(String::as_str).collect();
+        !matched(&values)
+    }
+
+    /// For a path `AccessPath` would leave as it is (absolute, no `.`,
+    /// `..` or empty step, nothing its cleaning trims) below the cwd: the
+    /// cwd-relative form, its one other alias. `None`: ask `AccessPath`.
+    fn simple_relative<'p>(&self, path: &'p str) -> Option<&'p str> {
+        if self.within.is_empty() {
+            return None;
+        }
+        let relative = path.strip_prefix(self.within.as_str())?;
+        let last = relative.chars().next_back()?;
+        let plain = !last.is_whitespace()
+            && !matches!(last, '\'' | '"' | '/')
+            && relative
+                .split('/')
+                .all(|step| !matches!(step, "" | "." | ".."));
+        plain.then_some(relative)
     }
 }
 
@@ -161,13 +187,24 @@ impl Authority {
             globs.extend(policy.guard.speaking_globs(&SURFACES));
             keep(&policy.outside);
         }
+        for guards in &outside {
+            globs.extend(guards.screen_globs()?.iter().cloned());
+        }
         let mut builder = globset::GlobSetBuilder::new();
         for glob in globs {
             builder.add(glob);
         }
+        // The lexical shortcut only where the lexical cwd is the canonical
+        // one: else a path below it may be outside by its boundary.
+        let lexical = crate::facts::path_text::resolve(&cwd, &cwd);
+        let within = if lexical == canonical && lexical != "/" {
+            format!("{lexical}/")
+        } else {
+            String::new()
+        };
         Some(PathScreen {
             set: builder.build().ok()?,
-            outside,
+            within,
             cwd,
             canonical,
             home: crate::facts::path_text::home_dir(),
@@ -443,6 +480,42 @@ mod tests {
             .path_facts("main", &[("/x".into(), Access::Read)])
             .expect("facts");
         assert!(a.judge_paths("nobody", &facts).is_err());
+    }
+
+    /// The screen's shortcut gives exactly the aliases `AccessPath` gives,
+    /// where it applies, and stands aside for every path it could misread.
+    #[test]
+    fn the_screens_shortcut_spells_a_path_as_the_facts_do() {
+        let (a, dir) = authority(r#"{"permission": {"*": "allow"}}"#);
+        let work = dir.path().join("work");
+        let screen = a.path_screen("main").expect("screen");
+        let w = work.display().to_string();
+        let simple = [
+            "a.txt", "d/e/f.rs", "x y.txt", "in'side", "@at", "-dash", "ünï",
+        ];
+        for name in simple {
+            let path = format!("{w}/{name}");
+            let relative = screen.simple_relative(&path).expect("simple");
+            let at = AccessPath::for_word_in(&path, &screen.cwd, &screen.cwd, &screen.home);
+            assert_eq!(
+                &*at.match_values,
+                [path.clone(), relative.to_string()],
+                "{name}"
+            );
+            assert!(!is_outside(&at.boundary, &screen.canonical), "{name}");
+        }
+        let odd = [
+            "a/", "a/./b", "a/../b", "a//b", "trail ", "quote'", "dq\"", ".", "..",
+        ];
+        for name in odd {
+            assert!(
+                screen.simple_relative(&format!("{w}/{name}")).is_none(),
+                "{name:?}"
+            );
+        }
+        assert!(screen.simple_relative(&w).is_none());
+        assert!(screen.simple_relative(&format!("{w}x/a")).is_none());
+        assert!(screen.simple_relative("/elsewhere/a").is_none());
     }
 
     /// The screen is exact where it says "unnamed": each such path is

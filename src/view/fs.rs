@@ -526,15 +526,18 @@ impl Inner {
         let mut unjudged: Vec<(PathBuf, Access)> = Vec::new();
         {
             let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-            let mut seen: HashSet<(&PathBuf, Access)> = HashSet::new();
             for (path, access) in &accesses {
-                if approved.contains(&(path.clone(), *access)) || !seen.insert((path, *access)) {
+                if !approved.is_empty() && approved.contains(&(path.clone(), *access)) {
                     continue;
                 }
                 if let Some(screen) = &screen {
-                    let allowed = *unnamed
-                        .entry(path.as_path())
-                        .or_insert_with(|| screen.unnamed(&path_text(path)));
+                    let allowed =
+                        *unnamed
+                            .entry(path.as_path())
+                            .or_insert_with(|| match path.to_str() {
+                                Some(text) => screen.unnamed(text),
+                                None => screen.unnamed(&path_text(path)),
+                            });
                     if allowed {
                         continue;
                     }

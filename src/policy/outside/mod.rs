@@ -160,9 +160,9 @@ pub struct OutsideGuards {
     pub settings: Vec<(String, Setting)>,
     /// Set when the table itself cannot be used: every write is floored.
     broken: Option<String>,
-    /// Every enabled guard's file and directory patterns in one set (see
-    /// [`Self::could_meet`]).
-    any: GlobSet,
+    /// Every enabled guard's file and directory patterns, as globs (see
+    /// [`Self::screen_globs`]).
+    any: Vec<globset::Glob>,
 }
 
 /// A pattern's readings: one under `~/` is the home's (and its canonical
@@ -277,14 +277,20 @@ impl OutsideGuards {
             .iter()
             .flat_map(|c| c.file_patterns.iter().chain(&c.dir_patterns).cloned())
             .collect();
-        match glob_set(&every, homes) {
-            Ok((any, _)) => Self {
-                compiled,
-                settings,
-                broken: None,
-                any,
-            },
-            Err(error) => Self::broken(format!("the guards do not compile together: {error}")),
+        let mut any = Vec::new();
+        for pattern in &every {
+            for reading in readings(pattern, homes) {
+                match super::wildcard::compile(&reading, "", super::wildcard::Braced::Literal) {
+                    Ok(globs) => any.extend(globs),
+                    Err(error) => return Self::broken(format!("{pattern}: {error}")),
+                }
+            }
+        }
+        Self {
+            compiled,
+            settings,
+            broken: None,
+            any,
         }
     }
 
@@ -293,7 +299,7 @@ impl OutsideGuards {
             compiled: Vec::new(),
             settings: Vec::new(),
             broken: Some(why),
-            any: GlobSet::empty(),
+            any: Vec::new(),
         }
     }
 
@@ -302,12 +308,13 @@ impl OutsideGuards {
         self.broken.as_deref()
     }
 
-    /// Whether any enabled guard's file or directory patterns match
-    /// `value`, exceptions aside: a superset of [`Self::met_value`] in one
-    /// pass, for a screen that must only never miss (`session::opens`).
-    /// A broken set names everything.
-    pub fn could_meet(&self, value: &globset::Candidate<'_>) -> bool {
-        self.broken.is_some() || self.any.is_match_candidate(value)
+    /// The globs of every enabled guard's file and directory patterns,
+    /// exceptions aside: a value none of them matches meets no guard (a
+    /// superset of [`Self::met_value`], for a screen that must never miss:
+    /// `session::opens::PathScreen`). `None` when the set is broken, and
+    /// so meets everything.
+    pub fn screen_globs(&self) -> Option<&[globset::Glob]> {
+        self.broken.is_none().then_some(self.any.as_slice())
     }
 
     /// The guard `value` (one path spelling) meets, if any.
