@@ -1317,3 +1317,36 @@ fn a_grant_releases_every_covered_ask_past_the_first_chunk() {
     }
     assert!(daemon.inbox("main").is_empty());
 }
+
+/// A generated file is read as it was at its open: `rules.json` read in
+/// two calls around a config edit is one version, never a torn mix (seen
+/// as "trailing characters" from a `session.json` read while a view was
+/// added).
+#[test]
+fn a_generated_file_reads_one_version_per_open() {
+    let daemon = Daemon::start(r#"{"permission": {"*": "ask"}}"#, None);
+    let rules = daemon.session("main").join("rules.json");
+    let mut file = std::fs::File::open(&rules).expect("open rules.json");
+    let mut head = [0u8; 16];
+    file.read_exact(&mut head).expect("first read");
+    let before = std::fs::read_to_string(&rules).expect("read whole");
+    let config = daemon.dir.path().join("config.json");
+    let long = format!(
+        r#"{{"permission": {{"*": "ask", "bash": {{{}}}}}}}"#,
+        (0..50)
+            .map(|i| format!(r#""command-{i} *": "allow""#))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    std::fs::write(&config, long).expect("config edited");
+    eventually("the edit is read", || {
+        std::fs::read_to_string(&rules).is_ok_and(|now| now.contains("command-49"))
+    });
+    let mut rest = Vec::new();
+    file.read_to_end(&mut rest).expect("rest");
+    let mut whole = head.to_vec();
+    whole.extend(rest);
+    let text = String::from_utf8(whole).expect("utf-8");
+    assert_eq!(text, before, "the handle read the version of its open");
+    serde_json::from_str::<serde_json::Value>(&text).expect("one whole JSON");
+}

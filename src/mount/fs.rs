@@ -207,6 +207,15 @@ fn holds_handle_state(node: &Node) -> bool {
     )
 }
 
+/// The generated files a handle reads as they were at its open (a handle
+/// of a previous server, which kept no snapshot, reads them afresh).
+fn is_snapshotted(node: &Node) -> bool {
+    matches!(
+        node,
+        Node::SessionJson(_) | Node::RulesJson(_) | Node::InboxItem(..) | Node::Grant(..)
+    )
+}
+
 fn slice(content: &[u8], offset: u64, size: u32) -> &[u8] {
     let start = (offset as usize).min(content.len());
     let end = start.saturating_add(size as usize).min(content.len());
@@ -761,6 +770,16 @@ impl Filesystem for PermFs {
                 snapshots.insert(fh, bytes);
             }
         }
+        if is_snapshotted(&node) {
+            // One handle reads one version: read in several calls while
+            // the session changes (a view added, a grant recorded), a
+            // generated file would otherwise mix two (a torn JSON).
+            if let Some(bytes) = self.content(&node) {
+                if let Ok(mut snapshots) = self.snapshots.lock() {
+                    snapshots.insert(fh, bytes);
+                }
+            }
+        }
         if matches!(node, Node::PiRequest(..)) && flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
             if let Ok(mut writers) = self.pi_writers.lock() {
                 writers.insert(fh);
@@ -1015,6 +1034,16 @@ impl Filesystem for PermFs {
                 size,
             };
             return self.read_answer(at, session, rid, reply);
+        }
+        if is_snapshotted(&node) {
+            let snapshot = self.snapshots.lock().ok().and_then(|snapshots| {
+                snapshots
+                    .get(&fh.0)
+                    .map(|bytes| slice(bytes, offset, size).to_vec())
+            });
+            if let Some(bytes) = snapshot {
+                return reply.data(&bytes);
+            }
         }
         match self.content(&node) {
             Some(content) => reply.data(slice(&content, offset, size)),
