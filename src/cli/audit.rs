@@ -22,6 +22,7 @@ pub enum AuditCommand {
     /// Verify every line's hash and its link to the line before; name the
     /// first line that was edited, removed, inserted or reordered (exit 1).
     /// A torn last line (a write cut short) is told apart: exit 3.
+    #[command(after_help = "See docs/operations.md, \"Audit log\", and docs/audit.md.")]
     Verify {
         /// The audit log (e.g. ~/.local/state/permfs/audit.log).
         file: PathBuf,

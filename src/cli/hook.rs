@@ -36,7 +36,10 @@ const MAX_EVENT: u64 = 16 * 1024 * 1024;
 const SESSION_END_DEADLINE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "See docs/claude-code.md and docs/codex.md."
+)]
 pub struct HookArgs {
     #[command(subcommand)]
     pub action: Option<HookAction>,
@@ -70,9 +73,11 @@ pub struct HookArgs {
 pub enum HookAction {
     /// Merge permfs's hooks into the agent's settings (a backup is kept;
     /// other hooks stay) and say what trust step remains.
+    #[command(after_help = "See docs/claude-code.md and docs/codex.md.")]
     Install(hook_install::InstallArgs),
     /// Tell whether the agent will really run permfs's hooks: installed,
     /// trusted (Codex), binary executable, mount there, timeouts kept.
+    #[command(after_help = "See docs/claude-code.md and docs/codex.md.")]
     Check(hook_install::CheckArgs),
 }
 

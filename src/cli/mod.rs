@@ -23,7 +23,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "permfs",
     version,
-    about = "The permission authority for a tree of AI agent sessions"
+    about = "The permission authority for a tree of AI agent sessions",
+    after_help = "The book: docs/SUMMARY.md (start at README.md). Each command's --help names its page."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,10 +34,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate requests (JSON lines on stdin) against a config, offline.
+    #[command(after_help = "See docs/configuration.md.")]
     Resolve(resolve::ResolveArgs),
     /// Validate config files and agent files; print the rules they compose to.
+    #[command(after_help = "See docs/configuration.md.")]
     CheckConfig(check_config::CheckConfigArgs),
     /// Work with the audit log.
+    #[command(after_help = "See docs/operations.md (the audit log) and docs/audit.md.")]
     #[command(subcommand)]
     Audit(audit::AuditCommand),
     /// Mount the permission authority at MOUNTPOINT (foreground). A small
@@ -44,9 +48,11 @@ pub enum Command {
     /// is replaced on the same mount (callers see a pause). SIGINT/SIGTERM
     /// stop and unmount, SIGHUP re-reads the config, SIGUSR2 (or
     /// `--upgrade`) replaces the server with the binary on disk.
+    #[command(after_help = "See docs/operations.md and docs/restart.md.")]
     Mount(mount::MountArgs),
     /// The supervisor's and the server's pids, uptime, restarts, sessions,
     /// pending asks and the journal's size, of a running mount.
+    #[command(after_help = "See docs/operations.md.")]
     Status(status::StatusArgs),
     /// Internal: one server of a mount, started by `permfs mount` with the
     /// mount's descriptor.
@@ -54,6 +60,7 @@ pub enum Command {
     Serve(mount::ServeArgs),
     /// Decide pending asks in the terminal: the queue below a session, one
     /// ask per screen, keys to allow or deny (decisions go to the inbox).
+    #[command(after_help = "See docs/deciding.md.")]
     Prompt(prompt::PromptArgs),
     /// The command hook for Claude Code and Codex: one event on stdin,
     /// the decision on stdout (never `allow` unless permfs allowed).
@@ -67,10 +74,12 @@ pub enum Command {
     /// not see the network, processes or devices. Its cost: reads and
     /// writes at native speed, but every open is a round trip to the daemon
     /// (tens of microseconds; BENCHMARKS.md, "View").
+    #[command(after_help = "See docs/sandbox.md (and docs/pi.md for --pi).")]
     Run(run::RunArgs),
     /// Trust a project's layers (its .permfs/, .pi/ configs and agent
     /// files) as they are now, so their allow rules count; pinned by
     /// digest in the state dir. `--revoke` forgets, `--list` shows.
+    #[command(after_help = "See docs/configuration.md, \"Trusted layers\".")]
     Trust(trust::TrustArgs),
     /// Internal: runs a command judge under a subreaper that kills
     /// everything it started when the review ends (the daemon starts it).
