@@ -21,7 +21,7 @@ fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipped: the attack tests switch uids and need root");
+        common::skip("the attack tests switch uids and need root");
     }
     root
 }

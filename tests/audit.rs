@@ -20,7 +20,7 @@ impl SmallTmpfs {
     fn mount(size: &str) -> Option<Self> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipped: mounting a tmpfs state dir needs root");
+            common::skip("mounting a tmpfs state dir needs root");
             return None;
         }
         let dir = tempfile::tempdir().expect("temp dir");

@@ -326,7 +326,7 @@ fn view_config(limits: &str) -> String {
 fn root_and_bwrap() -> bool {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the view tests need root");
+        common::skip("the view tests need root");
         return false;
     }
     bwrap_works()

@@ -103,12 +103,12 @@ fn validate_with(answer: &str, schema: &str) {
         .arg(answer)
         .output()
     else {
-        eprintln!("schema check skipped: python3 is missing");
+        common::skip_part("the schema check: python3 is missing");
         return;
     };
     if result.status.code() == Some(3) {
         // .ci/run installs it; say so where it is missing.
-        eprintln!("schema check skipped: python3 has no jsonschema (pip install jsonschema)");
+        common::skip_part("the schema check: python3 has no jsonschema (pip install jsonschema)");
         return;
     }
     assert!(

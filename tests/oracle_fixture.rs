@@ -13,6 +13,8 @@
 //!
 //! Every disagreement is a failure.
 
+mod common;
+
 use permfs::engine::judge;
 use permfs::facts::intent::{is_path_surface, Principal};
 use permfs::facts::request::{AskForm, Requester};
@@ -227,7 +229,7 @@ fn permfs_agrees_with_the_reference_oracle() {
     let text = match std::fs::read_to_string(FIXTURE) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: {FIXTURE} does not exist (scripts/differential/make_fixture.py)");
+            common::skip("{FIXTURE} does not exist (scripts/differential/make_fixture.py)");
             return;
         }
         Err(e) => panic!("cannot read {FIXTURE}: {e}"),
@@ -236,7 +238,7 @@ fn permfs_agrees_with_the_reference_oracle() {
     // The answers hold /tmp paths verbatim; a symlinked /tmp (macOS) would
     // change every canonical alias.
     if std::fs::canonicalize("/tmp").ok().as_deref() != Some(Path::new("/tmp")) {
-        eprintln!("skipped: /tmp is not a real directory here");
+        common::skip("/tmp is not a real directory here");
         return;
     }
     create_layout(&fixture["layout"]);

@@ -15,12 +15,12 @@ const CONFIG: &str = r#"{"permission": {"*": "allow", "write": "allow", "path_wr
 fn root_bwrap_and_git() -> bool {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root");
+        common::skip("needs root");
         return false;
     }
     let git = std::process::Command::new("git").arg("--version").output();
     if !git.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no git");
+        common::skip("no git");
         return false;
     }
     bwrap_works()

@@ -237,7 +237,7 @@ fn nobody_writes_a_response_nor_folders_the_protocol_does_not_have() {
 fn another_uid_cannot_use_the_view_and_a_sandbox_asks_only_as_itself() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: switching uids and mount namespaces needs root");
+        common::skip("switching uids and mount namespaces needs root");
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -313,7 +313,9 @@ fn install_reference_client() -> Option<PathBuf> {
             .is_ok_and(|s| s.success())
     };
     if !has("node") || !has("npm") {
-        eprintln!("skipped: node and npm are needed to run pi's forwarding client (.ci/run installs them)");
+        common::skip(
+            "node and npm are needed to run pi's forwarding client (.ci/run installs them)",
+        );
         return None;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -485,7 +487,7 @@ fn pi_s_client_in_permfs_run_asks_as_its_sandboxed_session() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
+        common::skip("bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
         return;
     }
     let daemon = Daemon::start(CONFIG, None);
@@ -541,7 +543,7 @@ fn pi_child_when_the_daemon(signal: i32) {
         .status()
         .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
+        common::skip("bwrap cannot make a sandbox here (.ci/run installs bubblewrap)");
         return;
     }
     let daemon = Daemon::start(CONFIG, None);

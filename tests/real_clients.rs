@@ -560,12 +560,12 @@ fn installed(cli: Cli) -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !runs {
-        eprintln!(
-            "skipped: {} does not run ({}); install the CLIs with `scripts/agent-clis.sh {}` (.ci/run does), Codex's launcher needs node",
+        common::skip(&format!(
+            "{} does not run ({}); install the CLIs with `scripts/agent-clis.sh {}` (.ci/run does), Codex's launcher needs node",
             binary.display(),
             cli.name(),
             clis_dir().display()
-        );
+        ));
         return None;
     }
     Some(binary)
@@ -1540,10 +1540,10 @@ fn pi_installed() -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !runs {
-        eprintln!(
-            "skipped: pi does not run from {} on its node 22; install it with `scripts/agent-clis.sh` (.ci/run does; needs npm)",
+        common::skip(&format!(
+            "pi does not run from {} on its node 22; install it with `scripts/agent-clis.sh` (.ci/run does; needs npm)",
             dir.display()
-        );
+        ));
         return None;
     }
     if !common::bwrap_works() {

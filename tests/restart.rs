@@ -130,14 +130,19 @@ fn user_dir() -> tempfile::TempDir {
         r#"{"permission": {"bash": {"*": "ask", "git *": "allow"}}}"#,
     )
     .expect("config");
+    // The daemon runs as `nobody`, which may not reach the clone's
+    // `target/` (a clone in root's 0700 home, in a `mktemp -d` folder):
+    // it runs a copy staged here, in a directory it can traverse.
+    let staged = dir.path().join("permfs");
+    std::fs::copy(env!("CARGO_BIN_EXE_permfs"), &staged).expect("the binary staged");
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     dir
 }
 
 fn daemon_as_nobody(dir: &std::path::Path) -> String {
     format!(
         "setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env PERMFS_LOG=warn \
-         {bin} mount {d}/mnt --config {d}/config.json --state-dir {d}/state",
-        bin = env!("CARGO_BIN_EXE_permfs"),
+         {d}/permfs mount {d}/mnt --config {d}/config.json --state-dir {d}/state",
         d = dir.display()
     )
 }
@@ -145,7 +150,7 @@ fn daemon_as_nobody(dir: &std::path::Path) -> String {
 #[test]
 fn an_ordinary_user_mounts_through_fusermount3() {
     if !is_root() || !have_fusermount3() {
-        eprintln!("skipped: needs root to set the test up and fusermount3 (package fuse3)");
+        common::skip("needs root to set the test up and fusermount3 (package fuse3)");
         return;
     }
     let dir = user_dir();
@@ -198,7 +203,7 @@ fn an_ordinary_user_mounts_through_fusermount3() {
 #[test]
 fn an_ordinary_user_who_cannot_open_dev_fuse_is_told_what_to_do() {
     if !is_root() {
-        eprintln!("skipped: needs root to set the test up");
+        common::skip("needs root to set the test up");
         return;
     }
     let dir = user_dir();
@@ -222,7 +227,7 @@ fn an_unmount_from_outside_stops_the_daemon() {
         .status()
         .expect("umount runs");
     if !status.success() {
-        eprintln!("skipped: umount needs root here");
+        common::skip("umount needs root here");
         return;
     }
     let mut child = daemon.child.take().expect("the daemon");

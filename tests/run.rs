@@ -26,7 +26,7 @@ fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        eprintln!("skipped: this test binds another uid or cwd and needs root");
+        common::skip("this test binds another uid or cwd and needs root");
     }
     root
 }

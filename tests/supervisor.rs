@@ -1007,7 +1007,7 @@ fn notification_with(
 fn under_systemd_a_view_outlives_its_supervisor() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 || !common::bwrap_works() {
-        eprintln!("skipped: needs root and bubblewrap");
+        common::skip("needs root and bubblewrap");
         return;
     }
     let (dir, socket) = systemd_dir(r#"{"permission": {"*": "ask"}}"#);

@@ -243,7 +243,7 @@ fn a_sandbox_cannot_write_what_governs_it() {
     // spawn at.
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: this test spawns at a cwd outside main's and needs root");
+        common::skip("this test spawns at a cwd outside main's and needs root");
         return;
     }
     if !bwrap_works() {

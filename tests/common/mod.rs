@@ -383,7 +383,7 @@ pub fn runs(program: &str, arg: &str, missing: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("skipped: {missing}");
+        skip(missing);
     }
     found
 }
@@ -399,7 +399,7 @@ pub fn bwrap_works() -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !works {
-        eprintln!("skipped: bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
+        skip("bubblewrap (bwrap) cannot make a sandbox on this machine (install it: apt-get install bubblewrap)");
     }
     works
 }
@@ -469,5 +469,56 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Says that the running test skips, and why: a test whose prerequisite
+/// (root, bubblewrap, an agent CLI…) is missing returns at once, and
+/// libtest would count it as passed. The line goes to
+/// `target/tmp/permfs-skipped.txt`, which `scripts/test.sh` reads to say
+/// `N passed, N failed, N skipped` with the reasons. With
+/// `PERMFS_TESTS_REQUIRE_ALL=1` (`.ci/run`, which installs every
+/// prerequisite) a skip fails the test instead: CI never skips silently.
+#[allow(dead_code)] // not every test binary can skip
+pub fn skip(reason: &str) {
+    record_skip("skipped", reason);
+}
+
+/// [`skip`] for a part of a test (a check it cannot make here), the rest
+/// of which ran.
+#[allow(dead_code)]
+pub fn skip_part(reason: &str) {
+    record_skip("part skipped", reason);
+}
+
+fn record_skip(kind: &str, reason: &str) {
+    use std::io::Write;
+    if std::env::var_os("PERMFS_TESTS_REQUIRE_ALL").is_some_and(|v| v != "0") {
+        panic!(
+            "{kind}: {reason} (PERMFS_TESTS_REQUIRE_ALL is set: every prerequisite must be here)"
+        );
+    }
+    eprintln!("{kind}: {reason}");
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|stem| match stem.rsplit_once('-') {
+            Some((name, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => name.to_string(),
+            _ => stem,
+        })
+        .unwrap_or_default();
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("permfs-skipped.txt");
+    // One short line in one append: whole even with tests side by side.
+    let line = format!(
+        "{kind}\t{binary}::{test}\t{}\n",
+        reason.replace(['\n', '\t'], " ")
+    );
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = file.write_all(line.as_bytes());
     }
 }
