@@ -17,7 +17,7 @@ use crate::facts::request::Request as AskRequest;
 use crate::session::ask::{serial_of, Response};
 use crate::session::control::ControlCommand;
 use crate::session::pi_view::PiViews;
-use crate::session::review::JudgeReader;
+use crate::session::reviews::JudgeReader;
 use crate::session::{Authority, AuthorityError, Caller, SpawnSpec};
 use asking::Adopted;
 use fuser::{

@@ -17,13 +17,14 @@
 //! waiter.
 
 use super::access::{check_spawn, Caller, SpawnRefusal, Standing};
-use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome, Response, Waiter};
+use super::ask::{AskId, DecidedBy, Outcome, Response, Waiter};
+use super::commit::lock;
+use super::state::{finish, State};
 use super::tree::{is_valid_name, SessionId, SessionTree, SpawnSpec};
-use crate::facts::intent::Principal;
-use crate::facts::request::{Request, Requester};
+use crate::facts::request::Request;
 use crate::policy::layers::PolicyLoader;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 pub use super::decision::{breadth, Breadth, Decision, MAX_DECISION_PATTERNS, MAX_PATTERN_BYTES};
@@ -68,47 +69,6 @@ impl std::fmt::Display for AuthorityError {
     }
 }
 
-#[derive(Default)]
-pub(super) struct State {
-    pub(super) tree: SessionTree,
-    /// Boxed: an `Ask` is some 700 bytes, and a table sized for a burst
-    /// of 10,000 waiting asks keeps its buckets (doubling to 32,768 held
-    /// 24 MB, 1 MB boxed) long after they were answered.
-    pub(super) asks: HashMap<AskId, Box<Ask>>,
-    /// (origin session, rid) → ask
-    pub(super) outboxes: HashMap<(SessionId, String), AskId>,
-    /// Asks not answered yet (what timeouts, inboxes and grants look at).
-    pub(super) pending: std::collections::BTreeSet<AskId>,
-    /// The answered asks kept, by age, count and real bytes.
-    pub(super) retention: super::retention::Retention,
-    /// The earliest deadline of a pending ask (timeouts need no scan
-    /// before then).
-    pub(super) next_deadline: Option<Instant>,
-    pub(super) next_id: u64,
-    /// Pending asks by asking session, and by the root of its tree: what
-    /// the `pendingAsks` and `treePendingAsks` limits count.
-    pub(super) pending_by_origin: HashMap<SessionId, usize>,
-    pub(super) pending_by_root: HashMap<String, usize>,
-    /// This daemon's lifetime number (`epoch.rs`), the first part of every
-    /// ask and grant id: `next_id` starts again at each start, the pair
-    /// never repeats.
-    pub(super) epoch: u64,
-    /// Asks under review by the authorizer chain, by ask.
-    pub(super) reviews: HashMap<AskId, super::review::Review>,
-    /// Judges attached through the mount.
-    pub(super) attached: std::collections::BTreeMap<String, super::review::AttachedJudge>,
-    /// Configured links found missing (logged once each).
-    pub(super) missing_logged: std::collections::HashSet<String>,
-    /// Each session's inbox event stream.
-    pub(super) events: HashMap<SessionId, super::events::EventLog>,
-    pub(super) audit: Option<Arc<super::audit::AuditLog>>,
-    pub(super) after_unlock: AfterUnlock,
-    /// Where changes are journaled (`journal.rs`); `None` in library use.
-    pub(super) journal: Option<Arc<super::journal::Journal>>,
-    /// What changed under the lock and is journaled before it is released.
-    pub(super) journal_dirty: super::persist::Dirty,
-}
-
 pub struct Authority {
     pub(super) loader: Arc<PolicyLoader>,
     pub(super) owner_uid: u32,
@@ -120,8 +80,8 @@ pub struct Authority {
     pub(super) judges: HashMap<String, Arc<super::chain::JudgeSpec>>,
     /// Reviews for configured judges, run by `review::serve_reviews`.
     pub(super) jobs: (
-        crossbeam_channel::Sender<super::review::ReviewJob>,
-        crossbeam_channel::Receiver<super::review::ReviewJob>,
+        crossbeam_channel::Sender<super::reviews::ReviewJob>,
+        crossbeam_channel::Receiver<super::reviews::ReviewJob>,
     ),
     /// Called between the chunks of a grant's release: waits until most
     /// readers already woken have come back, so the requests they make
@@ -137,444 +97,6 @@ pub struct Authority {
         crossbeam_channel::Receiver<String>,
     ),
     pub(super) releases_served: std::sync::atomic::AtomicBool,
-}
-
-pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
-    StateGuard {
-        mutex: state,
-        guard: Some(
-            state
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        ),
-    }
-}
-
-/// Work an operation leaves for after the lock is released: the answers it
-/// reached. Each is written to the audit log outside the lock (a grant
-/// that answers thousands of asks must not stall every other ask while
-/// their lines are hashed and written), then stored and delivered; see
-/// [`StateGuard::release`].
-#[derive(Default)]
-pub(super) struct AfterUnlock {
-    answers: Vec<Answer>,
-}
-
-impl AfterUnlock {
-    /// The answer reached last, still unrecorded (to amend its state).
-    pub(super) fn last_response_mut(&mut self) -> Option<&mut Arc<Response>> {
-        self.answers.last_mut().map(|answer| &mut answer.response)
-    }
-}
-
-/// An answer reached under the lock and not yet recorded: until its audit
-/// line is written nobody sees it (the ask is neither pending nor
-/// answered; a reader that comes meanwhile parks until it is).
-struct Answer {
-    response: Arc<Response>,
-    session: String,
-    agent: Option<String>,
-    rid: String,
-    latency_ms: f64,
-    /// What a forwarded request claimed about its origin.
-    forwarded: Option<crate::facts::forwarded::Provenance>,
-    waiters: Vec<Waiter>,
-    /// The inbox it waited in: its event stream hears how it ended.
-    waited_at: Option<String>,
-}
-
-/// An answer's audit line, borrowed: serialized straight into the line
-/// (field order is the line format).
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AuditEntry<'a> {
-    time: u64,
-    ask_id: &'a str,
-    session: &'a str,
-    agent: Option<&'a str>,
-    request: &'a str,
-    facts: &'a [crate::facts::intent::AccessIntent],
-    outcome: Outcome,
-    decided_by: &'a DecidedBy,
-    hops: &'a [Hop],
-    latency_ms: f64,
-    /// What a forwarded (pi view) request claimed about its origin.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    forwarded: Option<&'a crate::facts::forwarded::Provenance>,
-    /// Logged at the next start: its server died between journaling the
-    /// answer and logging it (`Authority::restore`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    late: bool,
-}
-
-fn audit_entry(answer: &Answer) -> AuditEntry<'_> {
-    AuditEntry {
-        time: answer.response.responded_at,
-        ask_id: &answer.response.ask_id,
-        session: &answer.session,
-        agent: answer.agent.as_deref(),
-        request: &answer.rid,
-        facts: &answer.response.facts,
-        outcome: answer.response.outcome,
-        decided_by: &answer.response.decided_by,
-        hops: &answer.response.hops,
-        latency_ms: answer.latency_ms,
-        forwarded: answer.forwarded.as_ref(),
-        late: false,
-    }
-}
-
-/// How far before the journal's last answer a line that may be missing is
-/// looked for: a chunk is logged right after it is journaled, so only the
-/// answers of the last moments before a death can lack their lines.
-const UNLOGGED_WINDOW_MS: u64 = 30_000;
-
-/// Logs the restored answers whose lines are missing (their server died
-/// between journaling and logging them; see `commit_chunk`), marked
-/// `"late": true`. How many.
-fn log_unlogged(state: &State, audit: &super::audit::AuditLog) -> Result<usize, String> {
-    let answered: Vec<(&Ask, &Response)> = state
-        .asks
-        .values()
-        .filter_map(|a| a.response.as_deref().map(|r| (a.as_ref(), r)))
-        .collect();
-    let Some(last) = answered.iter().map(|(_, r)| r.responded_at).max() else {
-        return Ok(0);
-    };
-    let since = last.saturating_sub(UNLOGGED_WINDOW_MS);
-    let logged = super::audit::ask_ids_since(audit.path(), since)
-        .map_err(|e| format!("the audit log cannot be read back: {e}"))?;
-    let mut missing: Vec<&(&Ask, &Response)> = answered
-        .iter()
-        .filter(|(_, r)| r.responded_at >= since && !logged.contains(&r.ask_id))
-        .collect();
-    missing.sort_by_key(|(_, r)| r.responded_at);
-    let entries: Vec<AuditEntry> = missing
-        .iter()
-        .map(|(ask, response)| AuditEntry {
-            time: response.responded_at,
-            ask_id: &response.ask_id,
-            session: &ask.origin,
-            agent: ask.agent.as_deref(),
-            request: &ask.rid,
-            facts: &response.facts,
-            outcome: response.outcome,
-            decided_by: &response.decided_by,
-            hops: &response.hops,
-            latency_ms: 0.0,
-            forwarded: None,
-            late: true,
-        })
-        .collect();
-    if !entries.is_empty() {
-        audit
-            .append_all(&entries)
-            .map_err(|e| format!("the answers of the previous server cannot be logged: {e}"))?;
-    }
-    Ok(entries.len())
-}
-
-/// How many answers a release writes and delivers at a time. Each chunk's
-/// readers come back with their next requests (the read to the end, the
-/// close) into the one FUSE queue every other ask waits in, and need the
-/// same two cores: during a release of 10,000, chunks of 64 let an
-/// unrelated ask wait over 20 ms about 4 times a round, chunks of 4 about
-/// once in 9 rounds, and the release took as long (BENCHMARKS.md section
-/// 16, in its git history).
-pub(super) const RELEASE_CHUNK: usize = 4;
-
-/// The audit log refused a batch of answers: they were denied instead.
-#[derive(Debug, Clone)]
-pub(super) struct AuditFailure {
-    pub(super) reason: String,
-    /// The write's errno (`ENOSPC`, `EIO`, …), for a decider's `write`.
-    pub(super) errno: i32,
-}
-
-/// What the asker is told instead of a decision that could not be
-/// recorded: `deny`, outcome and `decidedBy` `audit_unavailable`, with
-/// the error and the decision that was withheld.
-fn audit_unavailable(original: &Response, error: &str) -> Response {
-    let name = |value: serde_json::Result<serde_json::Value>| {
-        value
-            .ok()
-            .and_then(|v| match v {
-                serde_json::Value::String(s) => Some(s),
-                other => other
-                    .get("kind")
-                    .and_then(|k| k.as_str())
-                    .map(str::to_string),
-            })
-            .unwrap_or_default()
-    };
-    let reason = format!(
-        "{error}; permfs does not deliver a decision it cannot record (withheld: {} by {})",
-        name(serde_json::to_value(original.outcome)),
-        name(serde_json::to_value(&original.decided_by)),
-    );
-    Response::new(
-        original.ask_id.clone(),
-        false,
-        "denied_with_reason",
-        Some(reason.clone()),
-        original.responder_session_id.clone(),
-        DecidedBy::AuditUnavailable { reason },
-        Outcome::AuditUnavailable,
-        original.facts.clone(),
-        original.judged_for.clone(),
-        original.hops.clone(),
-    )
-}
-
-/// What the asker is told instead of an answer that could not be
-/// journaled: `deny`, `journal_unavailable`, naming what was withheld.
-fn journal_unavailable(original: &Response, error: &str) -> Response {
-    let withheld = audit_unavailable(original, error);
-    let reason = match &withheld.decided_by {
-        DecidedBy::AuditUnavailable { reason } => reason.clone(),
-        _ => error.to_string(),
-    };
-    let mut response = withheld;
-    response.decided_by = DecidedBy::JournalUnavailable {
-        reason: reason.clone(),
-    };
-    response.outcome = Outcome::JournalUnavailable;
-    response.denial_reason = Some(reason);
-    response
-}
-
-/// Writes a chunk's answers to the journal (those whose ask is still
-/// there), with what else was marked. When that fails, each answer is
-/// replaced by its `journal_unavailable` denial (which is then what the
-/// audit log records and the reader gets).
-fn journal_answers(state: &mut State, answers: &mut [Answer]) -> Result<(), AuditFailure> {
-    let Some(journal) = state.journal.clone() else {
-        return Ok(());
-    };
-    let mut ops = super::persist::take_ops(state);
-    ops.extend(answers.iter().filter_map(|a| {
-        let ask = state.asks.get(&a.response.ask_id)?;
-        Some(super::persist::answer_op(ask, &a.response))
-    }));
-    let Err(error) = journal.write(&ops) else {
-        return Ok(());
-    };
-    tracing::error!(%error, asks = answers.len(), "answers that cannot be journaled are not delivered: answering deny (journal_unavailable)");
-    for answer in answers.iter_mut() {
-        answer.response = Arc::new(journal_unavailable(&answer.response, &error));
-    }
-    // A decider's `write` is told why: a full disk as such.
-    let errno = if error.contains("full") {
-        libc::ENOSPC
-    } else {
-        libc::EIO
-    };
-    Err(AuditFailure {
-        reason: error,
-        errno,
-    })
-}
-
-/// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
-pub(super) struct StateGuard<'a> {
-    mutex: &'a Mutex<State>,
-    guard: Option<MutexGuard<'a, State>>,
-}
-
-impl std::ops::Deref for StateGuard<'_> {
-    type Target = State;
-    fn deref(&self) -> &State {
-        match &self.guard {
-            Some(guard) => guard,
-            None => unreachable!("the guard is only emptied while dropping"),
-        }
-    }
-}
-
-impl std::ops::DerefMut for StateGuard<'_> {
-    fn deref_mut(&mut self) -> &mut State {
-        match &mut self.guard {
-            Some(guard) => guard,
-            None => unreachable!("the guard is only emptied while dropping"),
-        }
-    }
-}
-
-impl Drop for StateGuard<'_> {
-    fn drop(&mut self) {
-        // A failure is logged and every answer of the batch was denied.
-        let _ = self.release();
-    }
-}
-
-impl StateGuard<'_> {
-    /// Unlocks and commits the answers reached: `Err` when their audit
-    /// lines could not be written (they were then denied, as
-    /// `audit_unavailable`), for a caller that must tell its writer.
-    pub(super) fn commit(mut self) -> Result<(), AuditFailure> {
-        self.release()
-    }
-
-    /// Unlocks; writes the answers' audit lines (outside the lock); then,
-    /// locked again briefly, stores them (or their `audit_unavailable`
-    /// denials, when the log refused them), publishes their events, and
-    /// finally wakes the waiters. No answer is ever seen that the log does
-    /// not hold, and no `allow` is delivered when it cannot be recorded.
-    fn release(&mut self) -> Result<(), AuditFailure> {
-        let Some(mut guard) = self.guard.take() else {
-            return Ok(());
-        };
-        // What changed is journaled before anyone is told (fail closed: a
-        // pending ask that could not be written is denied, since it would
-        // not survive a restart).
-        if let Err((error, pending)) = super::persist::flush(&mut guard) {
-            let reason = format!("{error}; permfs does not keep an ask it cannot journal");
-            for ask_id in &pending {
-                finish(
-                    &mut guard,
-                    ask_id,
-                    Outcome::JournalUnavailable,
-                    DecidedBy::JournalUnavailable {
-                        reason: reason.clone(),
-                    },
-                    Some(reason.clone()),
-                    None,
-                );
-            }
-        }
-        let answers = std::mem::take(&mut guard.after_unlock.answers);
-        let audit = guard.audit.clone();
-        drop(guard);
-        // A grant that answers thousands of asks commits them a chunk at a
-        // time: a chunk's lines are written, then its readers woken, so the
-        // first reader need not wait for the last line, and an unrelated
-        // ask's line and lock wait for one chunk at most. "Logged before
-        // delivered" holds per chunk.
-        let mut result = Ok(());
-        let mut delivered = 0;
-        let mut answers = answers.into_iter().peekable();
-        while answers.peek().is_some() {
-            let chunk: Vec<Answer> = answers.by_ref().take(RELEASE_CHUNK).collect();
-            let (committed, count) = self.commit_chunk(audit.as_deref(), chunk);
-            delivered += count;
-            if let Err(failure) = committed {
-                result = result.and(Err(failure));
-            }
-        }
-        // Once per release (not per chunk): a big one leaves tables and
-        // heap pages to give back.
-        super::retention::after_release(self.mutex, delivered);
-        result
-    }
-
-    /// Writes the lines of `answers`, then stores and delivers them (or
-    /// their `audit_unavailable` denials when the log refused them); with
-    /// how many readers were woken.
-    fn commit_chunk(
-        &self,
-        audit: Option<&super::audit::AuditLog>,
-        mut answers: Vec<Answer>,
-    ) -> (Result<(), AuditFailure>, usize) {
-        if answers.is_empty() {
-            return (Ok(()), 0);
-        }
-        // Journaled first, under the lock (so after any earlier change to
-        // the same ask, and an ask forgotten meanwhile is not written
-        // back), then logged, then delivered. A server that dies between
-        // the journal and the log leaves answers without their lines: the
-        // next start writes them (`Authority::restore`), so every answer
-        // is logged once and none is answered again. (Logged first, a
-        // death before the journal would leave a line for an answer the
-        // next server gives again.)
-        let mut result = {
-            let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
-            journal_answers(&mut state, &mut answers)
-        };
-        let written = match audit {
-            // Every answer has its line, or none is delivered.
-            Some(audit) => {
-                let entries: Vec<_> = answers.iter().map(audit_entry).collect();
-                audit.append_all(&entries)
-            }
-            None => Ok(()),
-        };
-        let mut audit_failed = false;
-        if let Err(error) = written {
-            let failure = AuditFailure {
-                reason: format!("the audit log cannot be written: {error}"),
-                errno: error.raw_os_error().unwrap_or(libc::EIO),
-            };
-            tracing::error!(
-                %error,
-                asks = answers.len(),
-                first = %answers[0].response.ask_id,
-                "decisions that cannot be recorded are not delivered: answering deny (audit_unavailable)"
-            );
-            for answer in &mut answers {
-                answer.response = Arc::new(audit_unavailable(&answer.response, &failure.reason));
-            }
-            audit_failed = true;
-            result = result.and(Err(failure));
-        }
-        // Kept answers are accounted by their serialized size: made here,
-        // outside the lock (every reader serves these bytes anyway).
-        for answer in &answers {
-            let _ = answer.response.to_json();
-        }
-        let mut deliveries: Vec<(Waiter, Arc<Response>)> = Vec::new();
-        {
-            let mut state = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
-            // The journal holds what is delivered: the denials that
-            // replaced answers the log refused.
-            if audit_failed && journal_answers(&mut state, &mut answers).is_err() {
-                tracing::error!("the audit log's denials cannot be journaled either");
-            }
-            for answer in answers {
-                let Answer {
-                    response,
-                    session,
-                    waiters,
-                    waited_at,
-                    ..
-                } = answer;
-                // Readers that came while the line was written parked on
-                // the ask; it may also be gone (withdrawn, session ended).
-                let delivered = deliveries.len();
-                if let Some(ask) = state.asks.get_mut(&response.ask_id) {
-                    ask.response = Some(Arc::clone(&response));
-                    deliveries.extend(ask.waiters.drain(..).map(|w| (w, Arc::clone(&response))));
-                }
-                deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
-                let read = deliveries.len() > delivered;
-                super::retention::keep(&mut state, &response.ask_id, read);
-                if let Some(inbox) = waited_at {
-                    let change = if matches!(response.decided_by, DecidedBy::User { .. }) {
-                        "decided"
-                    } else {
-                        "left"
-                    };
-                    let event = serde_json::json!({
-                        "event": change,
-                        "askId": response.ask_id,
-                        "from": session,
-                        "outcome": response.outcome,
-                        "decidedBy": response.decided_by,
-                    });
-                    publish(&mut state, &inbox, event);
-                    publish_below(&mut state, &inbox, change, &response.ask_id);
-                }
-            }
-            // Answers forgotten to keep the bounds (`retention::keep`).
-            if let Err((error, _)) = super::persist::flush(&mut state) {
-                tracing::error!(%error, "forgotten answers are still in the journal");
-            }
-        }
-        let delivered = deliveries.len();
-        for (waiter, response) in deliveries {
-            waiter(response);
-        }
-        (result, delivered)
-    }
 }
 
 impl Authority {
@@ -648,7 +170,7 @@ impl Authority {
             .tree
             .add_root(name, spec, default_cwd, self.owner_uid)
             .map_err(AuthorityError::Invalid)?;
-        super::persist::mark_session(&mut state, &id);
+        state.mark_session(&id);
         Ok(id)
     }
 
@@ -661,7 +183,7 @@ impl Authority {
     /// Re-reads the global config now (the daemon's `SIGHUP`); the error
     /// when it is invalid (the policies then fail closed).
     pub fn reload_global(&self) -> Option<String> {
-        super::opens::invalidate();
+        super::generation::invalidate();
         self.loader.reload_global()
     }
 
@@ -728,7 +250,7 @@ impl Authority {
             .spawn(parent, name, spec)
             .map_err(AuthorityError::Invalid)?;
         let serial = state.tree.get(&id).map_or(0, |s| s.serial);
-        super::persist::mark_session(&mut state, &id);
+        state.mark_session(&id);
         // A session the journal does not hold would vanish at a restart:
         // none is spawned that could not be written.
         if let Err(error) = self.write_journal(&mut state) {
@@ -866,7 +388,7 @@ impl Authority {
         }
         let removed = state.tree.remove(id);
         for session in &removed {
-            super::persist::mark_session(&mut state, session);
+            state.mark_session(session);
             if let Some(mut log) = state.events.remove(session) {
                 log.close();
             }
@@ -886,7 +408,7 @@ impl Authority {
                 None,
                 None,
             );
-            super::retention::forget(&mut state, ask_id);
+            super::retention::forget(&mut state.kept(), ask_id);
         }
         state
             .outboxes
@@ -1014,11 +536,11 @@ impl Authority {
     /// Journals what was marked now, under the lock (before the caller is
     /// answered), rather than when the lock is released.
     pub(super) fn write_journal(&self, state: &mut State) -> Result<(), String> {
-        super::persist::flush(state).map_err(|(error, pending)| {
+        state.flush().map_err(|(error, pending)| {
             // Marked again: the next release tries once more (and denies
             // the pending asks among them if it fails too).
             for id in pending {
-                super::persist::mark_ask(state, &id);
+                state.mark_ask(&id);
             }
             error
         })
@@ -1051,9 +573,9 @@ impl Authority {
             );
         }
         state.journal = Some(journal);
-        let (mut restored, rewalk) = super::persist::restore(&mut state, snapshot);
+        let (mut restored, rewalk) = super::persist::restore(snapshot, &mut *state);
         if let Some(audit) = state.audit.clone() {
-            restored.late_lines = log_unlogged(&state, &audit)?;
+            restored.late_lines = super::commit::log_unlogged(&state, &audit)?;
         }
         // Under a judge's review when the process died: walked again from
         // the asker, on the facts it had.
@@ -1125,7 +647,7 @@ impl Authority {
         if let Some(session) = state.tree.get_mut(id).filter(|s| s.serial == serial) {
             session.lease = Some(pid);
             session.lease_handle = Some(handle);
-            super::persist::mark_session(&mut state, id);
+            state.mark_session(id);
         }
     }
 
@@ -1180,59 +702,6 @@ impl Authority {
         Ok(None)
     }
 
-    /// A dry run at `session`: the verdict its recorded authority gives the
-    /// request now, with every rule that matched. Changes nothing; the
-    /// answer goes back to the caller alone (the mount keeps it per open
-    /// file, so nobody reads or overwrites another's dry run).
-    pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
-        let (cwd, canonical_cwd, agent, principal, grants) = {
-            let state = lock(&self.state);
-            let s = state
-                .tree
-                .get(session)
-                .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
-            let principal = Principal {
-                session_id: s.id.clone(),
-                agent_name: s.agent.clone(),
-            };
-            (
-                s.cwd.clone(),
-                Arc::clone(&s.canonical_cwd),
-                s.agent.clone(),
-                principal,
-                Arc::clone(&s.compiled_grants),
-            )
-        };
-        let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
-        let facts = super::walk::asker_facts(
-            &Requester::of_session(&canonical_cwd, principal),
-            &request.form,
-        );
-        let policy = self
-            .loader
-            .policy(&cwd, agent.as_deref())
-            .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
-        let stack = crate::engine::stack_for(&policy, Some(&grants), &facts)
-            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
-        let (_, explanation) = crate::engine::explain(&stack, &facts)
-            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
-        let answer = serde_json::json!({
-            "session": session,
-            "agent": agent,
-            "dryRun": true,
-            "facts": facts.intents,
-            "verdict": explanation,
-            "grantsConsulted": grants.rules(),
-            "policyIssues": policy.issues,
-            "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
-            "layerTrust": policy.layers,
-        });
-        let mut bytes = serde_json::to_vec_pretty(&answer)
-            .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;
-        bytes.push(b'\n');
-        Ok(bytes)
-    }
-
     /// Whether `ask_id` is known and already answered (a late decision is
     /// then `EALREADY`, not "no such file").
     pub fn is_answered(&self, ask_id: &str) -> bool {
@@ -1254,7 +723,7 @@ impl Authority {
             .get_mut(ask_id)
             .ok_or_else(|| AuthorityError::NotFound(format!("no ask {ask_id:?}")))?;
         if let Some(response) = ask.response.clone() {
-            super::retention::mark_read(&mut state, ask_id);
+            super::retention::mark_read(&mut state.kept(), ask_id);
             return Ok(Some(response));
         }
         ask.waiters.push(waiter);
@@ -1266,7 +735,7 @@ impl Authority {
     pub fn read_response(&self, ask_id: &str) -> Option<Arc<Response>> {
         let mut state = lock(&self.state);
         let response = state.asks.get(ask_id)?.response.clone()?;
-        super::retention::mark_read(&mut state, ask_id);
+        super::retention::mark_read(&mut state.kept(), ask_id);
         Some(response)
     }
 
@@ -1303,7 +772,7 @@ impl Authority {
             None,
             None,
         );
-        super::retention::forget(&mut state, &ask_id);
+        super::retention::forget(&mut state.kept(), &ask_id);
         Ok(())
     }
 
@@ -1397,8 +866,8 @@ impl Authority {
     pub fn expire(&self, now: Instant) -> usize {
         let mut state = lock(&self.state);
         self.expire_reviews(&mut state, now);
-        super::retention::forget_old_answers(&mut state, now);
-        super::retention::trim_when_idle(&mut state, now);
+        super::retention::forget_old_answers(&mut state.kept(), now);
+        state.trim_when_idle(now);
         if state.next_deadline.is_none_or(|deadline| now < deadline) {
             return 0;
         }
@@ -1433,7 +902,7 @@ impl Authority {
     /// leaves its state to the next.
     pub fn sync_journal(&self) {
         let mut state = lock(&self.state);
-        if let Err((error, _)) = super::persist::flush_with(&mut state, true) {
+        if let Err((error, _)) = state.flush_with(true) {
             tracing::error!(%error, "the journal could not be brought up to date at the stop");
         }
     }
@@ -1452,128 +921,6 @@ impl Authority {
                 None,
             );
         }
-    }
-}
-
-/// Ends an ask with an answer. The answer is committed when the lock is
-/// released: its audit line is written first, and only then is it stored
-/// and delivered (see [`StateGuard::release`]). From here on the ask is
-/// no longer pending, so nothing answers it twice.
-pub(super) fn finish(
-    state: &mut State,
-    ask_id: &str,
-    outcome: Outcome,
-    decided_by: DecidedBy,
-    reason: Option<String>,
-    responder: Option<String>,
-) {
-    if let Some(review) = state.reviews.remove(ask_id) {
-        super::review::forget_review(state, &review);
-    }
-    let Some(ask) = state.asks.get_mut(ask_id) else {
-        return;
-    };
-    // Answered, or being committed (its audit line is being written).
-    if ask.response.is_some() || !state.pending.remove(ask_id) {
-        return;
-    }
-    for (counts, key) in [
-        (&mut state.pending_by_origin, ask.origin.as_str()),
-        (
-            &mut state.pending_by_root,
-            super::limits::root_of(&ask.origin),
-        ),
-    ] {
-        if let Some(count) = counts.get_mut(key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.remove(key);
-            }
-        }
-    }
-    // The guards are final: whatever allowed a write to the authority (a
-    // rule, a grant, a judge, a person), it is denied, naming the guard.
-    // A write that runs outside the sandbox (`floor`) may be allowed by a
-    // person's answer alone; any other allow of it is denied (fail
-    // closed: the walk and the chain hand it to a person first, so this
-    // is the last line, not the usual way).
-    let person = matches!(decided_by, DecidedBy::User { .. });
-    let (outcome, decided_by, reason) = match (&ask.guarded, outcome) {
-        (Some(guard), Outcome::Allow) if !(guard.floor && person) => {
-            tracing::warn!(ask = %ask.id, pattern = %guard.pattern, overruled = decided_by.kind(), floor = guard.floor, "an allow of a guarded write was overruled by its built-in guard");
-            (
-                Outcome::Deny,
-                DecidedBy::Guard {
-                    pattern: guard.pattern.clone(),
-                    reason: guard.reason.clone(),
-                    overruled: decided_by.kind().to_string(),
-                },
-                Some(guard.reason.clone()),
-            )
-        }
-        _ => (outcome, decided_by, reason),
-    };
-    let approved = outcome == Outcome::Allow;
-    let for_session = matches!(decided_by, DecidedBy::SessionApproval { .. });
-    let response = Arc::new(Response::new(
-        ask.id.clone(),
-        approved,
-        match (approved, for_session, reason.is_some()) {
-            (true, true, _) => "approved_for_session",
-            (true, false, _) => "approved",
-            (false, _, true) => "denied_with_reason",
-            (false, _, false) => "denied",
-        },
-        if approved { None } else { reason },
-        responder,
-        decided_by,
-        outcome,
-        // An answered ask needs its facts and hops only in its response.
-        std::mem::take(&mut ask.facts.intents),
-        ask.judged_for.clone(),
-        std::mem::take(&mut ask.hops),
-    ));
-    let waited_at = ask.pending_at.take();
-    let latency = ask.created.elapsed();
-    tracing::debug!(ask = %ask.id, origin = %ask.origin, outcome = ?outcome, latency_us = latency.as_micros() as u64, "ask answered");
-    state.after_unlock.answers.push(Answer {
-        response,
-        session: ask.origin.clone(),
-        agent: ask.agent.clone(),
-        rid: ask.rid.clone(),
-        latency_ms: latency.as_secs_f64() * 1000.0,
-        forwarded: ask.request.as_ref().and_then(|r| r.forwarded.clone()),
-        waiters: ask.waiters.drain(..).collect(),
-        waited_at,
-    });
-}
-
-/// Adds an event to a session's stream (created on first use).
-pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value) {
-    if state.tree.get(session).is_some() {
-        state
-            .events
-            .entry(session.to_string())
-            .or_default()
-            .publish(event);
-    }
-}
-
-/// Tells every session above `inbox` that something changed in an inbox
-/// below it (`arrived`, `decided`, `left`, `refused`), naming the ask
-/// and the inbox but without the ask's details: a reader reads the entry
-/// (`inbox/<askId>` under that session, refused unless it may decide
-/// there) or `pending`, which show only the asks it may decide. This is
-/// what lets one `events` stream drive a tree-wide view, one ask at a time.
-pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str, ask_id: &str) {
-    let mut above = inbox.rsplit_once('/').map(|(parent, _)| parent.to_string());
-    while let Some(session) = above {
-        let event =
-            serde_json::json!({"event": "below", "change": change, "at": inbox, "askId": ask_id});
-        publish(state, &session, event);
-        above = session
-            .rsplit_once('/')
-            .map(|(parent, _)| parent.to_string());
     }
 }
 

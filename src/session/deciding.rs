@@ -9,11 +9,11 @@
 
 use super::access::{Caller, Standing};
 use super::ask::{Ask, AskId, DecidedBy, Outcome};
-use super::authority::{
-    finish, lock, publish, publish_below, Authority, AuthorityError, State, RELEASE_CHUNK,
-};
+use super::authority::{Authority, AuthorityError};
+use super::commit::{lock, RELEASE_CHUNK};
 use super::decision::{breadth, Breadth, Decision};
 use super::grants::{chosen_grants, derived_grants, grant_rules, recompile_grants};
+use super::state::{finish, publish, publish_below, State};
 use super::tree::Grant;
 use super::walk::{agents_for, decided_by_for};
 use crate::policy::{PermissionState, Rule};
@@ -436,7 +436,7 @@ impl Authority {
             broader_than_suggested,
         });
         recompile_grants(node);
-        super::persist::mark_session(state, session);
+        state.mark_session(session);
         Some(id)
     }
 
@@ -462,7 +462,7 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no grant {grant_id:?}")));
         }
         recompile_grants(node);
-        super::persist::mark_session(&mut state, session);
+        state.mark_session(session);
         Ok(())
     }
 
@@ -534,7 +534,7 @@ impl Authority {
         // dropped above), so the trim after a big release is asked for
         // once, for all of them.
         if released > 0 {
-            super::retention::after_release(&self.state, released);
+            super::commit::after_release(&self.state, released);
         }
         left_for_later
     }

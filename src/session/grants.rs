@@ -167,7 +167,7 @@ pub(super) fn recompile_grants(node: &mut super::tree::Session) {
     match CompiledRules::compile(rules, &home_dir()) {
         Ok(compiled) => {
             node.compiled_grants = Arc::new(compiled);
-            super::opens::invalidate();
+            super::generation::invalidate();
         }
         Err(error) => {
             tracing::error!(session = %node.id, %error, "grant rules do not compile; keeping the previous set")

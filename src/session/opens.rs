@@ -22,31 +22,14 @@
 //! whose rules cannot be read or evaluated denies (fail closed).
 
 use super::ask::AskId;
-use super::authority::{lock, Authority};
+use super::authority::Authority;
+use super::commit::lock;
 use super::AuthorityError;
 use crate::facts::access_path::{is_outside, AccessPath};
 use crate::facts::intent::{AccessIntent, Principal};
 use crate::facts::request::{AskForm, FactSet, Request};
 use crate::policy::PermissionState;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Bumped whenever something that can change a path's verdict changes
-/// (a grant recorded or revoked, the global config re-read). The view's
-/// decision cache keeps an entry only while this is unchanged (and for a
-/// quarter second at most, the time the policy loader takes to notice an
-/// edited layer file).
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The current verdict generation (see [`GENERATION`]).
-pub fn generation() -> u64 {
-    GENERATION.load(Ordering::Acquire)
-}
-
-/// Marks every cached path verdict stale.
-pub(crate) fn invalidate() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-}
 
 /// What an operation does to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

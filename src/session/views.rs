@@ -5,9 +5,11 @@
 
 use super::access::{Caller, Standing};
 use super::ask::Ask;
-use super::authority::{lock, Authority, State};
+use super::authority::Authority;
+use super::commit::lock;
 use super::decision::DECISION_FORMS;
 use super::grants::{bare_grants, derived_grants, suggested_grants};
+use super::state::State;
 use crate::facts::request::Request;
 use std::time::Instant;
 

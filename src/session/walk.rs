@@ -8,7 +8,9 @@
 //! waits after a grant is added.
 
 use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
-use super::authority::{finish, lock, Authority, AuthorityError, State};
+use super::authority::{Authority, AuthorityError};
+use super::commit::lock;
+use super::state::{finish, State};
 use super::tree::{is_valid_name, SessionTree};
 use crate::engine::{judge, Judgment};
 use crate::facts::intent::Principal;
@@ -138,7 +140,7 @@ impl Authority {
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
-        super::persist::mark_ask(&mut state, &ask_id);
+        state.mark_ask(&ask_id);
         *state
             .pending_by_origin
             .entry(origin_id.clone())
@@ -294,6 +296,59 @@ impl Authority {
             }
         }
         worst.ok_or_else(|| "no agent to judge for".into())
+    }
+
+    /// A dry run at `session`: the verdict its recorded authority gives the
+    /// request now, with every rule that matched. Changes nothing; the
+    /// answer goes back to the caller alone (the mount keeps it per open
+    /// file, so nobody reads or overwrites another's dry run).
+    pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
+        let (cwd, canonical_cwd, agent, principal, grants) = {
+            let state = lock(&self.state);
+            let s = state
+                .tree
+                .get(session)
+                .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+            let principal = Principal {
+                session_id: s.id.clone(),
+                agent_name: s.agent.clone(),
+            };
+            (
+                s.cwd.clone(),
+                Arc::clone(&s.canonical_cwd),
+                s.agent.clone(),
+                principal,
+                Arc::clone(&s.compiled_grants),
+            )
+        };
+        let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
+        let facts = asker_facts(
+            &Requester::of_session(&canonical_cwd, principal),
+            &request.form,
+        );
+        let policy = self
+            .loader
+            .policy(&cwd, agent.as_deref())
+            .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
+        let stack = crate::engine::stack_for(&policy, Some(&grants), &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let (_, explanation) = crate::engine::explain(&stack, &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let answer = serde_json::json!({
+            "session": session,
+            "agent": agent,
+            "dryRun": true,
+            "facts": facts.intents,
+            "verdict": explanation,
+            "grantsConsulted": grants.rules(),
+            "policyIssues": policy.issues,
+            "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+            "layerTrust": policy.layers,
+        });
+        let mut bytes = serde_json::to_vec_pretty(&answer)
+            .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;
+        bytes.push(b'\n');
+        Ok(bytes)
     }
 }
 

@@ -10,7 +10,8 @@ use super::nodes::{is_plain_name, path_text, AtBound, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
 use crate::session::ask::{AskId, Outcome, Response};
-use crate::session::opens::{generation, Access, PathVerdict};
+use crate::session::generation::generation;
+use crate::session::opens::{Access, PathVerdict};
 use crate::session::Authority;
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,

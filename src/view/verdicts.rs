@@ -2,7 +2,7 @@
 //! kept while nothing that could change it has changed.
 //!
 //! An entry is used only while the authority's verdict generation
-//! ([`crate::session::opens::generation`]: grants recorded or revoked, the
+//! ([`crate::session::generation::generation`]: grants recorded or revoked, the
 //! global config re-read) is the one it was judged under, and for at most
 //! [`FRESH_FOR`], the time the policy loader itself takes to notice an
 //! edited layer file. Only rule answers are kept: an `ask` is never cached
