@@ -7,15 +7,17 @@
 //! (`judge_at`, `agents_for`, `decided_by_for`) to re-judge an ask that
 //! waits after a grant is added.
 
-use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
-use super::authority::{Authority, AuthorityError};
-use super::commit::lock;
-use super::state::{finish, State};
-use super::tree::{is_valid_name, SessionTree};
+pub mod review;
+
 use crate::engine::{judge, Judgment};
 use crate::facts::intent::Principal;
 use crate::facts::request::{Request, Requester};
 use crate::policy::{Origin, PermissionState, RuleLayer};
+use crate::session::authority::commit::lock;
+use crate::session::authority::state::{finish, State};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
+use crate::session::tree::{is_valid_name, SessionTree};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,7 +132,7 @@ impl Authority {
                 deadline: now + Duration::from_millis(timeout),
                 arrived_ms: None,
                 last_error: None,
-                deadline_ms: super::ask::now_ms() + timeout,
+                deadline_ms: crate::session::tree::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
                 request_len,
@@ -147,7 +149,7 @@ impl Authority {
             .or_default() += 1;
         *state
             .pending_by_root
-            .entry(super::limits::root_of(&origin_id).to_string())
+            .entry(crate::session::tree::limits::root_of(&origin_id).to_string())
             .or_default() += 1;
         let deadline = now + Duration::from_millis(timeout);
         if state.next_deadline.is_none_or(|next| deadline < next) {
@@ -266,7 +268,7 @@ impl Authority {
     /// on the chain: the most restrictive judgment (first on a tie).
     pub(super) fn judge_at(
         &self,
-        node: &super::tree::Session,
+        node: &crate::session::tree::Session,
         agents: &[Option<String>],
         ask: &Ask,
     ) -> Result<Judgment, String> {
@@ -276,7 +278,7 @@ impl Authority {
     /// [`Self::judge_at`] for facts that are not (yet) an ask's.
     pub(super) fn judge_facts_at(
         &self,
-        node: &super::tree::Session,
+        node: &crate::session::tree::Session,
         agents: &[Option<String>],
         facts: &crate::facts::request::FactSet,
     ) -> Result<Judgment, String> {
@@ -363,12 +365,12 @@ impl Authority {
         &self,
         cwds: &[String],
         facts: &crate::facts::request::FactSet,
-    ) -> Option<super::ask::Guarded> {
+    ) -> Option<crate::session::tree::ask::Guarded> {
         for cwd in cwds {
             let policy = match self.loader.policy(cwd, None) {
                 Ok(policy) => policy,
                 Err(error) => {
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards for {cwd} cannot be compiled ({error}), so nothing may be allowed"),
                         floor: false,
@@ -378,7 +380,7 @@ impl Authority {
             match judge(&[&policy.guard], facts) {
                 Ok(judgment) if judgment.state == PermissionState::Deny => {
                     let check = judgment.deciding_check();
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: check
                             .and_then(|c| c.matched_pattern.clone())
                             .unwrap_or_default(),
@@ -390,7 +392,7 @@ impl Authority {
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards cannot be evaluated ({error}), so nothing may be allowed"),
                         floor: false,
@@ -402,11 +404,14 @@ impl Authority {
         // the global config lowers it), so the asker's policy says it.
         let cwd = cwds.first()?;
         match self.loader.policy(cwd, None) {
-            Ok(policy) => policy.outside.met(facts).map(|met| super::ask::Guarded {
-                pattern: met.pattern,
-                reason: met.reason,
-                floor: true,
-            }),
+            Ok(policy) => policy
+                .outside
+                .met(facts)
+                .map(|met| crate::session::tree::ask::Guarded {
+                    pattern: met.pattern,
+                    reason: met.reason,
+                    floor: true,
+                }),
             Err(_) => None,
         }
     }

@@ -10,66 +10,66 @@
 //! through the [`Restore`] trait, so `persist.rs` and `retention.rs` know
 //! the pieces they change and nothing else.
 
-use super::ask::{Ask, AskId, DecidedBy, Outcome, Response, Waiter};
-use super::persist::{Dirty, Restore, Rows};
-use super::retention::{Kept, Retention};
-use super::reviews::{AttachedJudge, Review};
-use super::tree::{Session, SessionId, SessionTree};
+use crate::session::chain::reviews::{AttachedJudge, Review};
+use crate::session::store::persist::{Dirty, Restore, Rows};
+use crate::session::store::retention::{Kept, Retention};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Outcome, Response, Waiter};
+use crate::session::tree::{Session, SessionId, SessionTree};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Default)]
-pub(super) struct State {
-    pub(super) tree: SessionTree,
+pub(in crate::session) struct State {
+    pub(in crate::session) tree: SessionTree,
     /// Boxed: an `Ask` is some 700 bytes, and a table sized for a burst
     /// of 10,000 waiting asks keeps its buckets (doubling to 32,768 held
     /// 24 MB, 1 MB boxed) long after they were answered.
-    pub(super) asks: HashMap<AskId, Box<Ask>>,
+    pub(in crate::session) asks: HashMap<AskId, Box<Ask>>,
     /// (origin session, rid) → ask
-    pub(super) outboxes: HashMap<(SessionId, String), AskId>,
+    pub(in crate::session) outboxes: HashMap<(SessionId, String), AskId>,
     /// Asks not answered yet (what timeouts, inboxes and grants look at).
-    pub(super) pending: std::collections::BTreeSet<AskId>,
+    pub(in crate::session) pending: std::collections::BTreeSet<AskId>,
     /// The answered asks kept, by age, count and real bytes.
-    pub(super) retention: Retention,
+    pub(in crate::session) retention: Retention,
     /// The earliest deadline of a pending ask (timeouts need no scan
     /// before then).
-    pub(super) next_deadline: Option<Instant>,
-    pub(super) next_id: u64,
+    pub(in crate::session) next_deadline: Option<Instant>,
+    pub(in crate::session) next_id: u64,
     /// Pending asks by asking session, and by the root of its tree: what
     /// the `pendingAsks` and `treePendingAsks` limits count.
-    pub(super) pending_by_origin: HashMap<SessionId, usize>,
-    pub(super) pending_by_root: HashMap<String, usize>,
+    pub(in crate::session) pending_by_origin: HashMap<SessionId, usize>,
+    pub(in crate::session) pending_by_root: HashMap<String, usize>,
     /// This daemon's lifetime number (`epoch.rs`), the first part of every
     /// ask and grant id: `next_id` starts again at each start, the pair
     /// never repeats.
-    pub(super) epoch: u64,
+    pub(in crate::session) epoch: u64,
     /// Asks under review by the authorizer chain, by ask.
-    pub(super) reviews: HashMap<AskId, Review>,
+    pub(in crate::session) reviews: HashMap<AskId, Review>,
     /// Judges attached through the mount.
-    pub(super) attached: std::collections::BTreeMap<String, AttachedJudge>,
+    pub(in crate::session) attached: std::collections::BTreeMap<String, AttachedJudge>,
     /// Configured links found missing (logged once each).
-    pub(super) missing_logged: std::collections::HashSet<String>,
+    pub(in crate::session) missing_logged: std::collections::HashSet<String>,
     /// Each session's inbox event stream.
-    pub(super) events: HashMap<SessionId, super::events::EventLog>,
-    pub(super) audit: Option<Arc<super::audit::AuditLog>>,
-    pub(super) after_unlock: AfterUnlock,
+    pub(in crate::session) events: HashMap<SessionId, crate::session::observe::events::EventLog>,
+    pub(in crate::session) audit: Option<Arc<crate::session::observe::audit::AuditLog>>,
+    pub(in crate::session) after_unlock: AfterUnlock,
     /// Where changes are journaled (`journal.rs`); `None` in library use.
-    pub(super) journal: Option<Arc<super::journal::Journal>>,
+    pub(in crate::session) journal: Option<Arc<crate::session::store::journal::Journal>>,
     /// What changed under the lock and is journaled before it is released.
-    pub(super) journal_dirty: Dirty,
+    pub(in crate::session) journal_dirty: Dirty,
 }
 
 impl State {
     /// Session `id` changed (spawned, ended, a grant, a lease): journal it.
-    pub(super) fn mark_session(&mut self, id: &str) {
+    pub(in crate::session) fn mark_session(&mut self, id: &str) {
         if self.journal.is_some() {
             self.journal_dirty.mark_session(id);
         }
     }
 
     /// Ask `id` changed (raised, entered an inbox, forgotten): journal it.
-    pub(super) fn mark_ask(&mut self, id: &str) {
+    pub(in crate::session) fn mark_ask(&mut self, id: &str) {
         if self.journal.is_some() {
             self.journal_dirty.mark_ask(id);
         }
@@ -77,7 +77,7 @@ impl State {
 
     /// What retention changes: the asks, their outbox names, its own
     /// accounts, and the journal's marks (only when there is a journal).
-    pub(super) fn kept(&mut self) -> Kept<'_> {
+    pub(in crate::session) fn kept(&mut self) -> Kept<'_> {
         Kept {
             asks: &mut self.asks,
             outboxes: &mut self.outboxes,
@@ -87,29 +87,32 @@ impl State {
     }
 
     /// The rows of what was marked, taken from the marks (see
-    /// [`super::persist::take_ops`]).
-    pub(super) fn take_ops(&mut self) -> Vec<super::journal::Op> {
+    /// [`crate::session::store::persist::take_ops`]).
+    pub(in crate::session) fn take_ops(&mut self) -> Vec<crate::session::store::journal::Op> {
         let rows = Rows {
             tree: &self.tree,
             asks: &self.asks,
             pending: &self.pending,
         };
-        super::persist::take_ops(&mut self.journal_dirty, rows)
+        crate::session::store::persist::take_ops(&mut self.journal_dirty, rows)
     }
 
-    /// Writes what was marked (see [`super::persist::flush_with`]).
-    pub(super) fn flush(&mut self) -> Result<(), (String, Vec<AskId>)> {
+    /// Writes what was marked (see [`crate::session::store::persist::flush_with`]).
+    pub(in crate::session) fn flush(&mut self) -> Result<(), (String, Vec<AskId>)> {
         self.flush_with(false)
     }
 
     /// [`Self::flush`]; `force` writes deletions held back too.
-    pub(super) fn flush_with(&mut self, force: bool) -> Result<(), (String, Vec<AskId>)> {
+    pub(in crate::session) fn flush_with(
+        &mut self,
+        force: bool,
+    ) -> Result<(), (String, Vec<AskId>)> {
         let rows = Rows {
             tree: &self.tree,
             asks: &self.asks,
             pending: &self.pending,
         };
-        super::persist::flush_with(
+        crate::session::store::persist::flush_with(
             self.journal.as_deref(),
             &mut self.journal_dirty,
             rows,
@@ -120,14 +123,18 @@ impl State {
     /// Called on every timeout scan: after many asks came and went and the
     /// daemon went quiet, the tables sized for the burst are shrunk and
     /// the heap's free pages go back to the system (see
-    /// [`super::retention::idle_trim_due`]).
-    pub(super) fn trim_when_idle(&mut self, now: Instant) {
-        if super::retention::idle_trim_due(&mut self.retention, self.pending.is_empty(), now) {
+    /// [`crate::session::store::retention::idle_trim_due`]).
+    pub(in crate::session) fn trim_when_idle(&mut self, now: Instant) {
+        if crate::session::store::retention::idle_trim_due(
+            &mut self.retention,
+            self.pending.is_empty(),
+            now,
+        ) {
             // Tables sized for the burst hold their buckets until shrunk.
             self.asks.shrink_to_fit();
             self.outboxes.shrink_to_fit();
             self.reviews.shrink_to_fit();
-            super::retention::trim_heap();
+            crate::session::store::retention::trim_heap();
         }
     }
 }
@@ -141,7 +148,7 @@ impl Restore for State {
     }
 
     fn put_session(&mut self, mut session: Session) -> Result<(), String> {
-        super::grants::recompile_grants(&mut session);
+        crate::session::tree::grants::recompile_grants(&mut session);
         self.tree.restore(session)
     }
 
@@ -150,7 +157,7 @@ impl Restore for State {
         let key = (ask.origin.clone(), ask.rid.clone());
         self.asks.insert(id.clone(), Box::new(ask));
         self.outboxes.insert(key, id.clone());
-        super::retention::keep(&mut self.kept(), &id, false);
+        crate::session::store::retention::keep(&mut self.kept(), &id, false);
     }
 
     fn put_pending(&mut self, ask: Ask) {
@@ -166,7 +173,7 @@ impl Restore for State {
         *self.pending_by_origin.entry(origin.clone()).or_default() += 1;
         *self
             .pending_by_root
-            .entry(super::limits::root_of(&origin).to_string())
+            .entry(crate::session::tree::limits::root_of(&origin).to_string())
             .or_default() += 1;
     }
 }
@@ -175,15 +182,15 @@ impl Restore for State {
 /// reached. Each is written to the audit log outside the lock (a grant
 /// that answers thousands of asks must not stall every other ask while
 /// their lines are hashed and written), then stored and delivered; see
-/// [`super::commit::StateGuard`].
+/// [`crate::session::authority::commit::StateGuard`].
 #[derive(Default)]
-pub(super) struct AfterUnlock {
-    pub(super) answers: Vec<Answer>,
+pub(in crate::session) struct AfterUnlock {
+    pub(in crate::session) answers: Vec<Answer>,
 }
 
 impl AfterUnlock {
     /// The answer reached last, still unrecorded (to amend its state).
-    pub(super) fn last_response_mut(&mut self) -> Option<&mut Arc<Response>> {
+    pub(in crate::session) fn last_response_mut(&mut self) -> Option<&mut Arc<Response>> {
         self.answers.last_mut().map(|answer| &mut answer.response)
     }
 }
@@ -191,21 +198,21 @@ impl AfterUnlock {
 /// An answer reached under the lock and not yet recorded: until its audit
 /// line is written nobody sees it (the ask is neither pending nor
 /// answered; a reader that comes meanwhile parks until it is).
-pub(super) struct Answer {
-    pub(super) response: Arc<Response>,
-    pub(super) session: String,
-    pub(super) agent: Option<String>,
-    pub(super) rid: String,
-    pub(super) latency_ms: f64,
+pub(in crate::session) struct Answer {
+    pub(in crate::session) response: Arc<Response>,
+    pub(in crate::session) session: String,
+    pub(in crate::session) agent: Option<String>,
+    pub(in crate::session) rid: String,
+    pub(in crate::session) latency_ms: f64,
     /// What a forwarded request claimed about its origin.
-    pub(super) forwarded: Option<crate::facts::forwarded::Provenance>,
-    pub(super) waiters: Vec<Waiter>,
+    pub(in crate::session) forwarded: Option<crate::facts::forwarded::Provenance>,
+    pub(in crate::session) waiters: Vec<Waiter>,
     /// The inbox it waited in: its event stream hears how it ended.
-    pub(super) waited_at: Option<String>,
+    pub(in crate::session) waited_at: Option<String>,
 }
 
 /// Drops a finished review from any judge queue.
-pub(super) fn forget_review(state: &mut State, review: &Review) {
+pub(in crate::session) fn forget_review(state: &mut State, review: &Review) {
     if let Some(current) = &review.current {
         if let Some(judge) = state.attached.get_mut(&current.link) {
             judge.queue.retain(|id| id != &current.review_id);
@@ -215,9 +222,9 @@ pub(super) fn forget_review(state: &mut State, review: &Review) {
 
 /// Ends an ask with an answer. The answer is committed when the lock is
 /// released: its audit line is written first, and only then is it stored
-/// and delivered (see [`super::commit::StateGuard`]). From here on the ask is
+/// and delivered (see [`crate::session::authority::commit::StateGuard`]). From here on the ask is
 /// no longer pending, so nothing answers it twice.
-pub(super) fn finish(
+pub(in crate::session) fn finish(
     state: &mut State,
     ask_id: &str,
     outcome: Outcome,
@@ -239,7 +246,7 @@ pub(super) fn finish(
         (&mut state.pending_by_origin, ask.origin.as_str()),
         (
             &mut state.pending_by_root,
-            super::limits::root_of(&ask.origin),
+            crate::session::tree::limits::root_of(&ask.origin),
         ),
     ] {
         if let Some(count) = counts.get_mut(key) {
@@ -307,7 +314,7 @@ pub(super) fn finish(
 }
 
 /// Adds an event to a session's stream (created on first use).
-pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value) {
+pub(in crate::session) fn publish(state: &mut State, session: &str, event: serde_json::Value) {
     if state.tree.get(session).is_some() {
         state
             .events
@@ -323,7 +330,12 @@ pub(super) fn publish(state: &mut State, session: &str, event: serde_json::Value
 /// (`inbox/<askId>` under that session, refused unless it may decide
 /// there) or `pending`, which show only the asks it may decide. This is
 /// what lets one `events` stream drive a tree-wide view, one ask at a time.
-pub(super) fn publish_below(state: &mut State, inbox: &str, change: &str, ask_id: &str) {
+pub(in crate::session) fn publish_below(
+    state: &mut State,
+    inbox: &str,
+    change: &str,
+    ask_id: &str,
+) {
     let mut above = inbox.rsplit_once('/').map(|(parent, _)| parent.to_string());
     while let Some(session) = above {
         let event =

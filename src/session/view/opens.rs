@@ -21,14 +21,14 @@
 //! `"path_write": {"*": "ask"}` rule makes every write a question. A node
 //! whose rules cannot be read or evaluated denies (fail closed).
 
-use super::ask::AskId;
-use super::authority::Authority;
-use super::commit::lock;
-use super::AuthorityError;
 use crate::facts::access_path::{is_outside, AccessPath};
 use crate::facts::intent::{AccessIntent, Principal};
 use crate::facts::request::{AskForm, FactSet, Request};
 use crate::policy::PermissionState;
+use crate::session::authority::commit::lock;
+use crate::session::authority::Authority;
+use crate::session::tree::ask::AskId;
+use crate::session::AuthorityError;
 use std::sync::Arc;
 
 /// What an operation does to a path.
@@ -144,8 +144,8 @@ impl Authority {
                 node.cwd.clone(),
                 node.canonical_cwd.canonical(),
                 Arc::clone(&node.compiled_grants),
-                super::walk::chain_cwds(&state.tree, session),
-                super::walk::agents_for(&state.tree, session),
+                crate::session::walk::chain_cwds(&state.tree, session),
+                crate::session::walk::agents_for(&state.tree, session),
             )
         };
         const SURFACES: [&str; 2] = ["path_read", "path_write"];
@@ -251,7 +251,7 @@ impl Authority {
         session: &str,
         facts: &FactSet,
     ) -> Result<PathVerdict, AuthorityError> {
-        let chain_cwds = super::walk::chain_cwds(&lock(&self.state).tree, session);
+        let chain_cwds = crate::session::walk::chain_cwds(&lock(&self.state).tree, session);
         if chain_cwds.is_empty() {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         }
@@ -263,7 +263,7 @@ impl Authority {
             });
         }
         let state = lock(&self.state);
-        let agents = super::walk::agents_for(&state.tree, session);
+        let agents = crate::session::walk::agents_for(&state.tree, session);
         let mut node_id = session.to_string();
         loop {
             let Some(node) = state.tree.get(&node_id) else {

@@ -12,10 +12,10 @@
 //! answers it never reads drops its own, never another tree's.
 //! A forgotten answer reads `ENOENT`, never `allow`.
 
-use super::ask::{Ask, AskId, Response};
-use super::limits::{root_of, Limits};
-use super::persist::Dirty;
-use super::tree::SessionId;
+use crate::session::store::persist::Dirty;
+use crate::session::tree::ask::{Ask, AskId, Response};
+use crate::session::tree::limits::{root_of, Limits};
+use crate::session::tree::SessionId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,14 +49,14 @@ pub type ForgetHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The per-session and per-tree bounds on kept answers (from `limits`).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
+pub(in crate::session) struct Bounds {
     session_answers: usize,
     tree_answers: usize,
     tree_bytes: usize,
 }
 
 impl Bounds {
-    pub(super) fn of(limits: &Limits) -> Self {
+    pub(in crate::session) fn of(limits: &Limits) -> Self {
         Self {
             session_answers: limits.retained_answers,
             tree_answers: limits.tree_retained_answers,
@@ -89,7 +89,7 @@ enum Scope {
 
 /// The answered asks kept, in the order they were stored and read.
 #[derive(Default)]
-pub(super) struct Retention {
+pub(in crate::session) struct Retention {
     /// (stored at, ask): may hold asks forgotten since (skipped).
     order: VecDeque<(Instant, AskId)>,
     /// Asks in the order they were first read: may hold forgotten ones.
@@ -102,11 +102,11 @@ pub(super) struct Retention {
     /// when an answer was last kept or forgotten (see [`trim_when_idle`]).
     freed_since_trim: usize,
     last_change: Option<Instant>,
-    pub(super) on_forget: Option<ForgetHook>,
+    pub(in crate::session) on_forget: Option<ForgetHook>,
     /// Kept answers by asking session and by the root of its tree.
     by_session: HashMap<SessionId, Account>,
     by_tree: HashMap<String, Account>,
-    pub(super) bounds: Bounds,
+    pub(in crate::session) bounds: Bounds,
 }
 
 impl Retention {
@@ -115,14 +115,14 @@ impl Retention {
     }
 
     /// (answers kept, their bytes).
-    pub(super) fn totals(&self) -> (usize, usize) {
+    pub(in crate::session) fn totals(&self) -> (usize, usize) {
         (self.count, self.bytes)
     }
 
     /// (answers kept, their bytes) of `session`, or of the tree of the
     /// root `session`.
     #[cfg(test)]
-    pub(super) fn totals_of(&self, session: &str, tree: bool) -> (usize, usize) {
+    pub(in crate::session) fn totals_of(&self, session: &str, tree: bool) -> (usize, usize) {
         let accounts = if tree {
             &self.by_tree
         } else {
@@ -141,7 +141,7 @@ impl Retention {
 
 impl Retention {
     /// The heap was trimmed: count freed bytes from now.
-    pub(super) fn note_trimmed(&mut self) {
+    pub(in crate::session) fn note_trimmed(&mut self) {
         self.freed_since_trim = 0;
     }
 }
@@ -150,12 +150,12 @@ impl Retention {
 /// names, the accounts, and (when there is a journal) its marks. Borrowed
 /// from the authority's state for one call (`State::kept`): retention
 /// knows these and nothing else of it.
-pub(super) struct Kept<'a> {
-    pub(super) asks: &'a mut HashMap<AskId, Box<Ask>>,
-    pub(super) outboxes: &'a mut HashMap<(SessionId, String), AskId>,
-    pub(super) retention: &'a mut Retention,
+pub(in crate::session) struct Kept<'a> {
+    pub(in crate::session) asks: &'a mut HashMap<AskId, Box<Ask>>,
+    pub(in crate::session) outboxes: &'a mut HashMap<(SessionId, String), AskId>,
+    pub(in crate::session) retention: &'a mut Retention,
     /// `None` in library use (nothing is journaled).
-    pub(super) dirty: Option<&'a mut Dirty>,
+    pub(in crate::session) dirty: Option<&'a mut Dirty>,
 }
 
 /// Adds a kept answer to the account of `key`.
@@ -260,7 +260,7 @@ fn forget_beyond_own_bounds(state: &mut Kept<'_>, session: &str) {
 /// (kept in several maps), its response's serialized bytes, and about as
 /// much again for the response's facts and hops in memory, plus
 /// [`RETAINED_FIXED`].
-pub(super) fn retained_size(response: &Response, origin: &str, rid: &str) -> usize {
+pub(in crate::session) fn retained_size(response: &Response, origin: &str, rid: &str) -> usize {
     let json = response.to_json().len();
     RETAINED_FIXED + 2 * json + 5 * response.ask_id.len() + 3 * (origin.len() + rid.len())
 }
@@ -269,7 +269,7 @@ pub(super) fn retained_size(response: &Response, origin: &str, rid: &str) -> usi
 /// stored in the ask): accounts its size, drops what an answered ask no
 /// longer needs (its request), and forgets old answers beyond the bounds.
 /// `read`: it was delivered to a reader already.
-pub(super) fn keep(state: &mut Kept<'_>, ask_id: &str, read: bool) {
+pub(in crate::session) fn keep(state: &mut Kept<'_>, ask_id: &str, read: bool) {
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
@@ -302,7 +302,7 @@ pub(super) fn keep(state: &mut Kept<'_>, ask_id: &str, read: bool) {
 }
 
 /// The answer of `ask_id` was read: from now on it goes before the unread.
-pub(super) fn mark_read(state: &mut Kept<'_>, ask_id: &str) {
+pub(in crate::session) fn mark_read(state: &mut Kept<'_>, ask_id: &str) {
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
@@ -322,7 +322,7 @@ pub(super) fn mark_read(state: &mut Kept<'_>, ask_id: &str) {
 
 /// Forgets an ask (answered or not) and its outbox name, keeping the
 /// accounts, and tells the hook.
-pub(super) fn forget(state: &mut Kept<'_>, ask_id: &str) {
+pub(in crate::session) fn forget(state: &mut Kept<'_>, ask_id: &str) {
     let Some(ask) = state.asks.remove(ask_id) else {
         return;
     };
@@ -360,7 +360,7 @@ fn is_kept(state: &Kept<'_>, ask_id: &str) -> bool {
 /// Forgets answers stored more than [`RETAIN_ANSWERS`] ago, read answers
 /// beyond [`MAX_READ_BYTES`], and beyond the global count and byte bounds
 /// read ones first, then the oldest of the tree holding the most.
-pub(super) fn forget_old_answers(state: &mut Kept<'_>, now: Instant) {
+pub(in crate::session) fn forget_old_answers(state: &mut Kept<'_>, now: Instant) {
     while let Some((stored_at, _)) = state.retention.order.front() {
         if now.saturating_duration_since(*stored_at) < RETAIN_ANSWERS {
             break;
@@ -437,7 +437,11 @@ pub const TRIM_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 /// Idle (`nothing_pending`, nothing kept or forgotten for
 /// [`TRIM_WHEN_IDLE_FOR`]), so the few milliseconds `malloc_trim` takes
 /// hold up nobody.
-pub(super) fn idle_trim_due(kept: &mut Retention, nothing_pending: bool, now: Instant) -> bool {
+pub(in crate::session) fn idle_trim_due(
+    kept: &mut Retention,
+    nothing_pending: bool,
+    now: Instant,
+) -> bool {
     let quiet = kept
         .last_change
         .is_some_and(|at| now.saturating_duration_since(at) >= TRIM_WHEN_IDLE_FOR);
@@ -687,7 +691,7 @@ mod tests {
             ..Default::default()
         };
         authority.add_root("other", spec, &cwd).expect("root");
-        let operator = crate::session::access::Caller::operator(1000);
+        let operator = crate::session::tree::access::Caller::operator(1000);
         for child in ["a", "b"] {
             authority
                 .spawn("main", child, SpawnSpec::default(), operator)

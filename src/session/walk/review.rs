@@ -8,15 +8,15 @@
 //! verdict comes back through [`Authority::link_verdict`], and the walk
 //! goes on from there.
 
-use super::ask::{DecidedBy, Hop, Outcome};
-use super::authority::{Authority, AuthorityError};
-use super::chain::{checkpoint, run_judge, JudgeSpec, LinkVerdict, DEFAULT_LINK_TIMEOUT};
-use super::commit::lock;
-use super::reviews::{AttachedJudge, CurrentLink, JudgeReader, Review, ReviewJob};
-use super::state::{finish, publish, publish_below, State};
-use super::tree::is_valid_name;
 use crate::facts::intent::Family;
 use crate::policy::PermissionState;
+use crate::session::authority::commit::lock;
+use crate::session::authority::state::{finish, publish, publish_below, State};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::chain::reviews::{AttachedJudge, CurrentLink, JudgeReader, Review, ReviewJob};
+use crate::session::chain::{checkpoint, run_judge, JudgeSpec, LinkVerdict, DEFAULT_LINK_TIMEOUT};
+use crate::session::tree::ask::{DecidedBy, Hop, Outcome};
+use crate::session::tree::is_valid_name;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -86,7 +86,7 @@ fn ask_of(review_id: &str) -> &str {
 
 impl Authority {
     /// Starts the chain of the node that adjudicates the ask.
-    pub(super) fn start_chain(
+    pub(in crate::session) fn start_chain(
         &self,
         state: &mut State,
         ask_id: &str,
@@ -189,7 +189,7 @@ impl Authority {
                 return;
             };
             ask.pending_at = Some(review.node.clone());
-            ask.arrived_ms = Some(super::ask::now_ms());
+            ask.arrived_ms = Some(crate::session::tree::ask::now_ms());
             let event = json!({
                 "event": "arrived",
                 "askId": ask.id,
@@ -505,7 +505,7 @@ impl Authority {
     }
 
     /// Reviews past their link's timeout count as `defer`.
-    pub(super) fn expire_reviews(&self, state: &mut State, now: Instant) {
+    pub(in crate::session) fn expire_reviews(&self, state: &mut State, now: Instant) {
         let stale: Vec<(String, String, &'static str)> = state
             .reviews
             .values()

@@ -3,9 +3,9 @@
 //! mount, and the jobs for configured judges. Types only, below the state
 //! that holds them; running the chain is `review.rs`.
 
-use super::ask::AskId;
-use super::chain::JudgeSpec;
 use crate::facts::intent::Family;
+use crate::session::chain::JudgeSpec;
+use crate::session::tree::ask::AskId;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -14,12 +14,12 @@
 //! old process, so at restore they are ended, as the handle's close would
 //! have ended them, whether or not the pid that took it still lives.
 
-use super::ask::{Ask, AskId, DecidedBy, Guarded, Hop, Outcome, Response};
-use super::journal::{Journal, Op};
-use super::tree::{Grant, Session, SessionId, SessionTree};
 use crate::facts::access_path::CwdCache;
 use crate::facts::intent::AccessIntent;
 use crate::facts::request::{FactSet, Request};
+use crate::session::store::journal::{Journal, Op};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Guarded, Hop, Outcome, Response};
+use crate::session::tree::{Grant, Session, SessionId, SessionTree};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// What changed under the lock and is not journaled yet.
 #[derive(Default)]
-pub(super) struct Dirty {
+pub(in crate::session) struct Dirty {
     sessions: Vec<SessionId>,
     asks: Vec<AskId>,
     /// Since when deletions alone have been held back (`flush`).
@@ -43,16 +43,16 @@ pub(super) struct Dirty {
 /// `SIGKILL` in that window costs: rows of asks already withdrawn come
 /// back at the restart as answered asks nobody holds, kept until
 /// retention forgets them; an answer is never lost or given twice by it.
-pub(super) const HOLD_DELETES: Duration = Duration::from_millis(20);
+pub(in crate::session) const HOLD_DELETES: Duration = Duration::from_millis(20);
 
 impl Dirty {
     /// Session `id` changed (spawned, ended, a grant, a lease): journal it.
-    pub(super) fn mark_session(&mut self, id: &str) {
+    pub(in crate::session) fn mark_session(&mut self, id: &str) {
         self.sessions.push(id.to_string());
     }
 
     /// Ask `id` changed (raised, entered an inbox, forgotten): journal it.
-    pub(super) fn mark_ask(&mut self, id: &str) {
+    pub(in crate::session) fn mark_ask(&mut self, id: &str) {
         self.asks.push(id.to_string());
     }
 }
@@ -60,16 +60,16 @@ impl Dirty {
 /// What the journal reads of the authority's state to write the rows
 /// marked: the tree, the asks, and which of them are pending. Borrowed
 /// for one write, so the store never holds, or reaches past, the state.
-pub(super) struct Rows<'a> {
-    pub(super) tree: &'a SessionTree,
-    pub(super) asks: &'a HashMap<AskId, Box<Ask>>,
-    pub(super) pending: &'a BTreeSet<AskId>,
+pub(in crate::session) struct Rows<'a> {
+    pub(in crate::session) tree: &'a SessionTree,
+    pub(in crate::session) asks: &'a HashMap<AskId, Box<Ask>>,
+    pub(in crate::session) pending: &'a BTreeSet<AskId>,
 }
 
 /// How a restore puts the journal's rows back into the authority's state:
 /// sessions (parents first), answered asks and pending asks. The state
 /// keeps its own indexes consistent; the store only reads rows.
-pub(super) trait Restore {
+pub(in crate::session) trait Restore {
     /// The sessions put back so far (a child finds its parent here).
     fn tree(&self) -> &SessionTree;
     /// A session with its grants (compiled by the state); `Err` when the
@@ -162,7 +162,7 @@ fn session_op(session: &Session) -> Result<Op, String> {
 }
 
 fn pending_op(ask: &Ask) -> Result<Op, String> {
-    let now_ms = super::ask::now_ms();
+    let now_ms = crate::session::tree::ask::now_ms();
     let stored = StoredAsk {
         agent: ask.agent.clone(),
         judged_for: ask.judged_for.clone(),
@@ -196,7 +196,7 @@ fn pending_op(ask: &Ask) -> Result<Op, String> {
 /// the response's own fields), so a new server shows the answer where the
 /// waiting pi child looks (`pi_view.rs`); other answers are the response
 /// as it is served.
-pub(super) fn answer_op(ask: &Ask, response: &Response) -> Op {
+pub(in crate::session) fn answer_op(ask: &Ask, response: &Response) -> Op {
     let mut body = response.to_json().to_vec();
     if let Some(target) = ask.forwarded_target() {
         if let Ok(serde_json::Value::Object(mut fields)) =
@@ -219,7 +219,7 @@ pub(super) fn answer_op(ask: &Ask, response: &Response) -> Op {
 /// The rows of what was marked, taken from the marks. An ask answered but
 /// not yet committed (its audit line is being written) is left to its
 /// chunk's [`answer_op`].
-pub(super) fn take_ops(marks: &mut Dirty, state: Rows<'_>) -> Vec<Op> {
+pub(in crate::session) fn take_ops(marks: &mut Dirty, state: Rows<'_>) -> Vec<Op> {
     let mut dirty = std::mem::take(marks);
     dirty.sessions.sort();
     dirty.sessions.dedup();
@@ -262,7 +262,7 @@ pub(super) fn take_ops(marks: &mut Dirty, state: Rows<'_>) -> Vec<Op> {
 /// for up to [`HOLD_DELETES`]; `force` writes them too). `Err`: nothing of
 /// it was written; the pending asks among it are returned so the caller
 /// can deny them (fail closed).
-pub(super) fn flush_with(
+pub(in crate::session) fn flush_with(
     journal: Option<&Journal>,
     marks: &mut Dirty,
     state: Rows<'_>,
@@ -334,13 +334,13 @@ pub struct Restored {
 /// cannot be read are skipped and counted: a session that is not restored
 /// takes its grants with it (less is allowed, never more), and an ask
 /// that is not restored reads `ENOENT`.
-pub(super) fn restore(
-    snapshot: super::journal::Snapshot,
+pub(in crate::session) fn restore(
+    snapshot: crate::session::store::journal::Snapshot,
     state: &mut impl Restore,
 ) -> (Restored, Vec<AskId>) {
     let mut restored = Restored::default();
     let now = Instant::now();
-    let now_ms = super::ask::now_ms();
+    let now_ms = crate::session::tree::ask::now_ms();
     for (id, body) in snapshot.sessions {
         let stored: StoredSession = match serde_json::from_slice(&body) {
             Ok(stored) => stored,
@@ -391,7 +391,7 @@ pub(super) fn restore(
     }
     let mut rewalk = Vec::new();
     for row in snapshot.asks {
-        let super::journal::AskRow {
+        let crate::session::store::journal::AskRow {
             id,
             origin,
             rid,

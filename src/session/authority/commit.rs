@@ -4,11 +4,11 @@
 //! is seen that the log does not hold, and no `allow` is delivered when it
 //! cannot be recorded.
 
-use super::ask::{Ask, DecidedBy, Hop, Outcome, Response, Waiter};
-use super::state::{finish, publish, publish_below, Answer, State};
+use crate::session::authority::state::{finish, publish, publish_below, Answer, State};
+use crate::session::tree::ask::{Ask, DecidedBy, Hop, Outcome, Response, Waiter};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub(super) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
+pub(in crate::session) fn lock(state: &Mutex<State>) -> StateGuard<'_> {
     StateGuard {
         mutex: state,
         guard: Some(
@@ -68,7 +68,10 @@ const UNLOGGED_WINDOW_MS: u64 = 30_000;
 /// Logs the restored answers whose lines are missing (their server died
 /// between journaling and logging them; see `commit_chunk`), marked
 /// `"late": true`. How many.
-pub(super) fn log_unlogged(state: &State, audit: &super::audit::AuditLog) -> Result<usize, String> {
+pub(in crate::session) fn log_unlogged(
+    state: &State,
+    audit: &crate::session::observe::audit::AuditLog,
+) -> Result<usize, String> {
     let answered: Vec<(&Ask, &Response)> = state
         .asks
         .values()
@@ -78,7 +81,7 @@ pub(super) fn log_unlogged(state: &State, audit: &super::audit::AuditLog) -> Res
         return Ok(0);
     };
     let since = last.saturating_sub(UNLOGGED_WINDOW_MS);
-    let logged = super::audit::ask_ids_since(audit.path(), since)
+    let logged = crate::session::observe::audit::ask_ids_since(audit.path(), since)
         .map_err(|e| format!("the audit log cannot be read back: {e}"))?;
     let mut missing: Vec<&(&Ask, &Response)> = answered
         .iter()
@@ -117,14 +120,14 @@ pub(super) fn log_unlogged(state: &State, audit: &super::audit::AuditLog) -> Res
 /// unrelated ask wait over 20 ms about 4 times a round, chunks of 4 about
 /// once in 9 rounds, and the release took as long (BENCHMARKS.md section
 /// 16, in its git history).
-pub(super) const RELEASE_CHUNK: usize = 4;
+pub(in crate::session) const RELEASE_CHUNK: usize = 4;
 
 /// The audit log refused a batch of answers: they were denied instead.
 #[derive(Debug, Clone)]
-pub(super) struct AuditFailure {
-    pub(super) reason: String,
+pub(in crate::session) struct AuditFailure {
+    pub(in crate::session) reason: String,
     /// The write's errno (`ENOSPC`, `EIO`, …), for a decider's `write`.
-    pub(super) errno: i32,
+    pub(in crate::session) errno: i32,
 }
 
 /// What the asker is told instead of a decision that could not be
@@ -190,7 +193,7 @@ fn journal_answers(state: &mut State, answers: &mut [Answer]) -> Result<(), Audi
     let mut ops = state.take_ops();
     ops.extend(answers.iter().filter_map(|a| {
         let ask = state.asks.get(&a.response.ask_id)?;
-        Some(super::persist::answer_op(ask, &a.response))
+        Some(crate::session::store::persist::answer_op(ask, &a.response))
     }));
     let Err(error) = journal.write(&ops) else {
         return Ok(());
@@ -212,7 +215,7 @@ fn journal_answers(state: &mut State, answers: &mut [Answer]) -> Result<(), Audi
 }
 
 /// The state, locked; dropping it unlocks, then runs [`AfterUnlock`].
-pub(super) struct StateGuard<'a> {
+pub(in crate::session) struct StateGuard<'a> {
     mutex: &'a Mutex<State>,
     guard: Option<MutexGuard<'a, State>>,
 }
@@ -247,7 +250,7 @@ impl StateGuard<'_> {
     /// Unlocks and commits the answers reached: `Err` when their audit
     /// lines could not be written (they were then denied, as
     /// `audit_unavailable`), for a caller that must tell its writer.
-    pub(super) fn commit(mut self) -> Result<(), AuditFailure> {
+    pub(in crate::session) fn commit(mut self) -> Result<(), AuditFailure> {
         self.release()
     }
 
@@ -308,7 +311,7 @@ impl StateGuard<'_> {
     /// how many readers were woken.
     fn commit_chunk(
         &self,
-        audit: Option<&super::audit::AuditLog>,
+        audit: Option<&crate::session::observe::audit::AuditLog>,
         mut answers: Vec<Answer>,
     ) -> (Result<(), AuditFailure>, usize) {
         if answers.is_empty() {
@@ -382,7 +385,7 @@ impl StateGuard<'_> {
                 }
                 deliveries.extend(waiters.into_iter().map(|w| (w, Arc::clone(&response))));
                 let read = deliveries.len() > delivered;
-                super::retention::keep(&mut state.kept(), &response.ask_id, read);
+                crate::session::store::retention::keep(&mut state.kept(), &response.ask_id, read);
                 if let Some(inbox) = waited_at {
                     let change = if matches!(response.decided_by, DecidedBy::User { .. }) {
                         "decided"
@@ -422,8 +425,8 @@ impl StateGuard<'_> {
 /// blocks. So: the tables are shrunk to what they hold, and the free pages
 /// go back to the system (measured by `scripts/bench/soak.py`,
 /// BENCHMARKS.md section 12 in its git history).
-pub(super) fn after_release(state: &Mutex<State>, answers: usize) {
-    if answers < super::retention::TRIM_AFTER_ANSWERS {
+pub(in crate::session) fn after_release(state: &Mutex<State>, answers: usize) {
+    if answers < crate::session::store::retention::TRIM_AFTER_ANSWERS {
         return;
     }
     {
@@ -432,5 +435,5 @@ pub(super) fn after_release(state: &Mutex<State>, answers: usize) {
         state.outboxes.shrink_to_fit();
         state.retention.note_trimmed();
     }
-    super::retention::trim_heap();
+    crate::session::store::retention::trim_heap();
 }
