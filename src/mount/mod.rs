@@ -290,7 +290,7 @@ pub fn serve(
             return 2;
         }
     };
-    // Ids must never repeat across lifetimes (`session/epoch.rs`): the
+    // Ids must never repeat across lifetimes (`session/store/epoch.rs`): the
     // epoch is claimed, durably, before anything can be asked.
     let epoch = match crate::session::store::epoch::claim_next(&state_dir) {
         Ok(epoch) => {
