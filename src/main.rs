@@ -29,7 +29,9 @@ fn main() {
         Command::Prompt(args) => permfs::cli::prompt::run(args),
         Command::Hook(args) => permfs::cli::hook::run(args),
         Command::Run(args) => permfs::cli::run::run(args),
-        Command::JudgeReaper(args) => permfs::session::reaper::run(args.lifeline, &args.command),
+        Command::JudgeReaper(args) => {
+            permfs::session::chain::reaper::run(args.lifeline, &args.command)
+        }
         Command::Wall(args) => permfs::cli::wall::run(args),
         Command::Trust(args) => permfs::cli::trust::run(args),
     };

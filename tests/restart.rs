@@ -440,7 +440,8 @@ fn sessions_grants_and_pending_asks_come_back_after_sigterm_and_sigkill() {
         assert_eq!(restored[0]["pending"], 2);
         assert_eq!(restored[0]["sessions"], 2);
         assert_eq!(restored[0]["grants"], 1);
-        let chain = permfs::session::audit::verify(&second.audit_file()).expect("the chain holds");
+        let chain =
+            permfs::session::observe::audit::verify(&second.audit_file()).expect("the chain holds");
         assert_eq!(chain.torn_tail, None);
         drop(second);
         drop(first);
@@ -486,7 +487,7 @@ fn a_leased_session_is_ended_at_restore() {
 #[test]
 fn ten_thousand_pending_asks_are_restored() {
     use permfs::policy::layers::{PolicyLoader, PolicySources};
-    use permfs::session::{journal::Journal, Authority, SpawnSpec};
+    use permfs::session::{store::journal::Journal, Authority, SpawnSpec};
     use std::sync::Arc;
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.json");

@@ -6,7 +6,7 @@
 //! full disk: not tampering; the daemon cuts it off when it next opens
 //! the log).
 
-use crate::session::audit::{verify, VerifyError};
+use crate::session::observe::audit::{verify, VerifyError};
 use clap::Subcommand;
 use std::path::PathBuf;
 

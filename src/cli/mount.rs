@@ -83,7 +83,7 @@ pub struct ServeArgs {
 
 pub fn serve(args: ServeArgs) -> i32 {
     // Before any FUSE thread allocates (see retention::one_arena).
-    crate::session::retention::one_arena();
+    crate::session::store::retention::one_arena();
     let control = match supervisor::Control::from_fd(args.control_fd) {
         Ok(control) => control,
         Err(error) => {

@@ -14,7 +14,7 @@
 //! its message apart from the facts.
 
 use super::untrusted::{visible, visible_lines};
-use crate::session::authority::{breadth, Breadth};
+use crate::session::tree::decision::{breadth, Breadth};
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -334,7 +334,7 @@ fn is_withdrawn(ask: &Value) -> bool {
 }
 
 fn now_ms() -> u64 {
-    crate::session::ask::now_ms()
+    crate::session::tree::ask::now_ms()
 }
 
 fn duration(ms: u64) -> String {

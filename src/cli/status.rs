@@ -21,7 +21,7 @@ const JOURNAL_FILES: [&str; 4] = [
     "journal.sqlite",
     "journal.sqlite-wal",
     "journal.sqlite-shm",
-    crate::session::answer_log::ANSWER_LOG_FILE,
+    crate::session::store::answer_log::ANSWER_LOG_FILE,
 ];
 
 #[derive(Debug, Args)]

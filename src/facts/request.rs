@@ -14,7 +14,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// How the asker described the action. (Serialized only into the
-/// journal, `session/journal.rs`, which reads it back.)
+/// journal, `session/store/journal.rs`, which reads it back.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AskForm {
     ToolCall {

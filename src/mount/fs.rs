@@ -14,10 +14,10 @@ use super::drafts::{
 use super::nodes::{Folder, InodeKey, Inodes, Node, Owner, ResponseIo};
 use super::parking::{Parked, ParkedRead, Woken};
 use crate::facts::request::Request as AskRequest;
-use crate::session::ask::{serial_of, Response};
-use crate::session::control::ControlCommand;
-use crate::session::pi_view::PiViews;
-use crate::session::review::JudgeReader;
+use crate::session::chain::reviews::JudgeReader;
+use crate::session::tree::ask::{serial_of, Response};
+use crate::session::tree::control::ControlCommand;
+use crate::session::view::pi_view::PiViews;
 use crate::session::{Authority, AuthorityError, Caller, SpawnSpec};
 use asking::Adopted;
 use fuser::{
@@ -150,7 +150,7 @@ pub struct PermFs {
     /// (id and serial), ended when the handle closes.
     session_leases: Mutex<HashMap<u64, Vec<(String, u64)>>>,
     /// Open `events` handles → (session, cursor).
-    event_cursors: Mutex<HashMap<u64, (String, crate::session::events::Cursor)>>,
+    event_cursors: Mutex<HashMap<u64, (String, crate::session::observe::events::Cursor)>>,
     /// Directory listings taken at `opendir`, by handle.
     listings: Mutex<HashMap<u64, Listing>>,
     /// `pending` snapshots by handle, taken at open for the opener.
@@ -459,7 +459,7 @@ impl PermFs {
         };
         let read = ParkedRead::park(&self.parked, req.unique().into(), reply);
         let delivery = read.clone();
-        let deliver: crate::session::events::EventDeliver =
+        let deliver: crate::session::observe::events::EventDeliver =
             Box::new(move |bytes: Vec<u8>| delivery.answer(&bytes));
         match self
             .authority

@@ -290,9 +290,9 @@ pub fn serve(
             return 2;
         }
     };
-    // Ids must never repeat across lifetimes (`session/epoch.rs`): the
+    // Ids must never repeat across lifetimes (`session/store/epoch.rs`): the
     // epoch is claimed, durably, before anything can be asked.
-    let epoch = match crate::session::epoch::claim_next(&state_dir) {
+    let epoch = match crate::session::store::epoch::claim_next(&state_dir) {
         Ok(epoch) => {
             tracing::info!(epoch, "ask ids start with this epoch");
             authority.set_epoch(epoch);
@@ -304,7 +304,7 @@ pub fn serve(
         }
     };
     let audit_path = state_dir.join("audit.log");
-    match crate::session::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
+    match crate::session::observe::audit::AuditLog::open_with(&audit_path, options.audit_sync) {
         Ok(log) => authority.set_audit(Arc::new(log)),
         Err(error) => {
             eprintln!(
@@ -318,13 +318,14 @@ pub fn serve(
     // What the previous process left (sessions, grants, pending asks,
     // kept answers) comes back before anything is served; every change
     // from now on is journaled before it is acknowledged.
-    let journal = match crate::session::journal::Journal::open(&state_dir, options.audit_sync) {
-        Ok(journal) => Arc::new(journal),
-        Err(error) => {
-            eprintln!("permfs mount: {error}");
-            return 2;
-        }
-    };
+    let journal =
+        match crate::session::store::journal::Journal::open(&state_dir, options.audit_sync) {
+            Ok(journal) => Arc::new(journal),
+            Err(error) => {
+                eprintln!("permfs mount: {error}");
+                return 2;
+            }
+        };
     // Judges attached through the previous server, attached again first,
     // so a review under way at its death is walked again to them.
     let kept_judges = if hello.takeover {
@@ -499,7 +500,7 @@ pub fn serve(
         let authority = Arc::clone(&authority);
         std::thread::Builder::new()
             .name("permfs-reviews".into())
-            .spawn(move || crate::session::review::serve_reviews(authority, stop))
+            .spawn(move || crate::session::walk::review::serve_reviews(authority, stop))
     };
 
     // A grant covering thousands of asks answers its decider after the

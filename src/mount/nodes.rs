@@ -1,6 +1,6 @@
 //! What each inode of the mount is, and the stable inode numbers.
 
-pub use crate::session::pi_view::Folder;
+pub use crate::session::view::pi_view::Folder;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -231,7 +231,7 @@ struct InodeMaps {
 /// older ask's answer, and every handle open on it can fill them with the
 /// answer it was opened for (a read after its pages were dropped, or a
 /// private mapping): only one ask's handles may read through them.
-/// Asks are told apart by their serial (`session::ask::serial_of`), 0
+/// Asks are told apart by their serial (`session::tree::ask::serial_of`), 0
 /// when there was none yet. An inode's record goes when it holds nothing
 /// and nothing is open, or with its number.
 #[derive(Debug, Default)]

@@ -198,7 +198,7 @@ pub fn record_for(dir: &Path, uid: u32) -> Result<Record, String> {
     }
     Ok(Record {
         dir: dir.to_path_buf(),
-        trusted_at: crate::session::ask::now_ms(),
+        trusted_at: crate::session::tree::ask::now_ms(),
         trusted_by_uid: uid,
         files,
     })

@@ -9,8 +9,9 @@ use super::moves;
 use super::nodes::{is_plain_name, path_text, AtBound, Nodes, ROOT};
 use super::sys;
 use super::verdicts::{Cached, Verdicts};
-use crate::session::ask::{AskId, Outcome, Response};
-use crate::session::opens::{generation, Access, PathVerdict};
+use crate::session::tree::ask::{AskId, Outcome, Response};
+use crate::session::tree::generation::generation;
+use crate::session::view::opens::{Access, PathVerdict};
 use crate::session::Authority;
 use fuser::{
     BackingId, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -873,7 +874,7 @@ impl Inner {
             _ => Err(Errno::EACCES),
         };
         let parked = finish.clone();
-        let waiter: crate::session::ask::Waiter =
+        let waiter: crate::session::tree::ask::Waiter =
             Box::new(move |response: Arc<Response>| parked(outcome(&response)));
         match self.authority.wait(&ask_id, waiter) {
             Ok(None) => {}

@@ -21,7 +21,7 @@
 //! can be added under a directory between its listing and its move.
 
 use super::sys;
-use crate::session::opens::Access;
+use crate::session::view::opens::Access;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};

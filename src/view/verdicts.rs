@@ -2,14 +2,14 @@
 //! kept while nothing that could change it has changed.
 //!
 //! An entry is used only while the authority's verdict generation
-//! ([`crate::session::opens::generation`]: grants recorded or revoked, the
+//! ([`crate::session::tree::generation::generation`]: grants recorded or revoked, the
 //! global config re-read) is the one it was judged under, and for at most
 //! [`FRESH_FOR`], the time the policy loader itself takes to notice an
 //! edited layer file. Only rule answers are kept: an `ask` is never cached
 //! (each open that meets one is a question, or joins the one in flight),
 //! and a person's one-time `allow` answers the open it was asked for.
 
-use crate::session::opens::Access;
+use crate::session::view::opens::Access;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -311,7 +311,7 @@ impl OutsideGuards {
     /// The globs of every enabled guard's file and directory patterns,
     /// exceptions aside: a value none of them matches meets no guard (a
     /// superset of [`Self::met_value`], for a screen that must never miss:
-    /// `session::opens::PathScreen`). `None` when the set is broken, and
+    /// `session::view::opens::PathScreen`). `None` when the set is broken, and
     /// so meets everything.
     pub fn screen_globs(&self) -> Option<&[globset::Glob]> {
         self.broken.is_none().then_some(self.any.as_slice())

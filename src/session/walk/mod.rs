@@ -7,13 +7,17 @@
 //! (`judge_at`, `agents_for`, `decided_by_for`) to re-judge an ask that
 //! waits after a grant is added.
 
-use super::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
-use super::authority::{finish, lock, Authority, AuthorityError, State};
-use super::tree::{is_valid_name, SessionTree};
+pub mod review;
+
 use crate::engine::{judge, Judgment};
 use crate::facts::intent::Principal;
 use crate::facts::request::{Request, Requester};
 use crate::policy::{Origin, PermissionState, RuleLayer};
+use crate::session::authority::commit::lock;
+use crate::session::authority::state::{finish, State};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Hop, Outcome};
+use crate::session::tree::{is_valid_name, SessionTree};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,7 +132,7 @@ impl Authority {
                 deadline: now + Duration::from_millis(timeout),
                 arrived_ms: None,
                 last_error: None,
-                deadline_ms: super::ask::now_ms() + timeout,
+                deadline_ms: crate::session::tree::ask::now_ms() + timeout,
                 retained: 0,
                 read: false,
                 request_len,
@@ -138,14 +142,14 @@ impl Authority {
         );
         state.outboxes.insert(key, ask_id.clone());
         state.pending.insert(ask_id.clone());
-        super::persist::mark_ask(&mut state, &ask_id);
+        state.mark_ask(&ask_id);
         *state
             .pending_by_origin
             .entry(origin_id.clone())
             .or_default() += 1;
         *state
             .pending_by_root
-            .entry(super::limits::root_of(&origin_id).to_string())
+            .entry(crate::session::tree::limits::root_of(&origin_id).to_string())
             .or_default() += 1;
         let deadline = now + Duration::from_millis(timeout);
         if state.next_deadline.is_none_or(|next| deadline < next) {
@@ -264,7 +268,7 @@ impl Authority {
     /// on the chain: the most restrictive judgment (first on a tie).
     pub(super) fn judge_at(
         &self,
-        node: &super::tree::Session,
+        node: &crate::session::tree::Session,
         agents: &[Option<String>],
         ask: &Ask,
     ) -> Result<Judgment, String> {
@@ -274,7 +278,7 @@ impl Authority {
     /// [`Self::judge_at`] for facts that are not (yet) an ask's.
     pub(super) fn judge_facts_at(
         &self,
-        node: &super::tree::Session,
+        node: &crate::session::tree::Session,
         agents: &[Option<String>],
         facts: &crate::facts::request::FactSet,
     ) -> Result<Judgment, String> {
@@ -295,6 +299,59 @@ impl Authority {
         }
         worst.ok_or_else(|| "no agent to judge for".into())
     }
+
+    /// A dry run at `session`: the verdict its recorded authority gives the
+    /// request now, with every rule that matched. Changes nothing; the
+    /// answer goes back to the caller alone (the mount keeps it per open
+    /// file, so nobody reads or overwrites another's dry run).
+    pub fn query(&self, session: &str, text: &str) -> Result<Vec<u8>, AuthorityError> {
+        let (cwd, canonical_cwd, agent, principal, grants) = {
+            let state = lock(&self.state);
+            let s = state
+                .tree
+                .get(session)
+                .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+            let principal = Principal {
+                session_id: s.id.clone(),
+                agent_name: s.agent.clone(),
+            };
+            (
+                s.cwd.clone(),
+                Arc::clone(&s.canonical_cwd),
+                s.agent.clone(),
+                principal,
+                Arc::clone(&s.compiled_grants),
+            )
+        };
+        let request = Request::parse(text).map_err(|e| AuthorityError::Invalid(e.0))?;
+        let facts = asker_facts(
+            &Requester::of_session(&canonical_cwd, principal),
+            &request.form,
+        );
+        let policy = self
+            .loader
+            .policy(&cwd, agent.as_deref())
+            .map_err(|e| AuthorityError::Invalid(format!("policy cannot be compiled: {e}")))?;
+        let stack = crate::engine::stack_for(&policy, Some(&grants), &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let (_, explanation) = crate::engine::explain(&stack, &facts)
+            .map_err(|e| AuthorityError::Invalid(format!("rules cannot be evaluated: {e}")))?;
+        let answer = serde_json::json!({
+            "session": session,
+            "agent": agent,
+            "dryRun": true,
+            "facts": facts.intents,
+            "verdict": explanation,
+            "grantsConsulted": grants.rules(),
+            "policyIssues": policy.issues,
+            "layers": policy.sources.iter().map(|(o, p)| serde_json::json!({"origin": o, "file": p})).collect::<Vec<_>>(),
+            "layerTrust": policy.layers,
+        });
+        let mut bytes = serde_json::to_vec_pretty(&answer)
+            .map_err(|e| AuthorityError::Invalid(format!("dry run cannot be shown: {e}")))?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
 }
 
 impl Authority {
@@ -308,12 +365,12 @@ impl Authority {
         &self,
         cwds: &[String],
         facts: &crate::facts::request::FactSet,
-    ) -> Option<super::ask::Guarded> {
+    ) -> Option<crate::session::tree::ask::Guarded> {
         for cwd in cwds {
             let policy = match self.loader.policy(cwd, None) {
                 Ok(policy) => policy,
                 Err(error) => {
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards for {cwd} cannot be compiled ({error}), so nothing may be allowed"),
                         floor: false,
@@ -323,7 +380,7 @@ impl Authority {
             match judge(&[&policy.guard], facts) {
                 Ok(judgment) if judgment.state == PermissionState::Deny => {
                     let check = judgment.deciding_check();
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: check
                             .and_then(|c| c.matched_pattern.clone())
                             .unwrap_or_default(),
@@ -335,7 +392,7 @@ impl Authority {
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    return Some(super::ask::Guarded {
+                    return Some(crate::session::tree::ask::Guarded {
                         pattern: "*".into(),
                         reason: format!("permfs: the built-in guards cannot be evaluated ({error}), so nothing may be allowed"),
                         floor: false,
@@ -347,11 +404,14 @@ impl Authority {
         // the global config lowers it), so the asker's policy says it.
         let cwd = cwds.first()?;
         match self.loader.policy(cwd, None) {
-            Ok(policy) => policy.outside.met(facts).map(|met| super::ask::Guarded {
-                pattern: met.pattern,
-                reason: met.reason,
-                floor: true,
-            }),
+            Ok(policy) => policy
+                .outside
+                .met(facts)
+                .map(|met| crate::session::tree::ask::Guarded {
+                    pattern: met.pattern,
+                    reason: met.reason,
+                    floor: true,
+                }),
             Err(_) => None,
         }
     }

@@ -5,15 +5,15 @@
 //! Separate from the authority because it derives from an ask's facts and
 //! touches no lock, inbox or waiter.
 
-use super::ask::Ask;
 use crate::facts::intent::{directions_of, is_path_surface, Family};
 use crate::facts::path_text::home_dir;
 use crate::policy::{CompiledRules, Origin, PermissionState, Rule, RuleLayer};
+use crate::session::tree::ask::Ask;
 use std::sync::Arc;
 
 /// What a grant (or `allow always`) records: the suggestion, or the
 /// person's patterns on every surface the suggestion covers.
-pub(super) fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, String)> {
+pub(in crate::session) fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, String)> {
     let suggested = bare_grants(ask);
     if patterns.is_empty() {
         return suggested;
@@ -33,7 +33,7 @@ pub(super) fn chosen_grants(ask: &Ask, patterns: &[String]) -> Vec<(String, Stri
 /// (surface, pattern) pairs an `allow session` answer records: the
 /// asker's own suggestions when it gave some, else one per fact surface
 /// that is not already allowed, derived as the reference derives them.
-pub(super) fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
+pub(in crate::session) fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
     grants_for(ask, true)
 }
 
@@ -43,14 +43,15 @@ pub(super) fn suggested_grants(ask: &Ask) -> Vec<(String, String)> {
 /// patterns. An agent that suggests `*` for one file gets a grant for
 /// that file's directory, never `*`: a person who did not type a pattern
 /// did not choose one.
-pub(super) fn bare_grants(ask: &Ask) -> Vec<(String, String)> {
+pub(in crate::session) fn bare_grants(ask: &Ask) -> Vec<(String, String)> {
     let suggested = suggested_grants(ask);
     let derived = derived_grants(ask);
     let yardstick: Vec<String> = derived.iter().map(|(_, p)| p.clone()).collect();
     let within = suggested.iter().all(|(_, pattern)| {
         matches!(
-            super::decision::breadth(pattern, &yardstick),
-            super::decision::Breadth::Same | super::decision::Breadth::Narrower
+            crate::session::tree::decision::breadth(pattern, &yardstick),
+            crate::session::tree::decision::Breadth::Same
+                | crate::session::tree::decision::Breadth::Narrower
         )
     });
     if within {
@@ -62,7 +63,7 @@ pub(super) fn bare_grants(ask: &Ask) -> Vec<(String, String)> {
 
 /// What permfs itself would suggest from the facts, ignoring the asker's
 /// suggestions: the yardstick for "broader than suggested".
-pub(super) fn derived_grants(ask: &Ask) -> Vec<(String, String)> {
+pub(in crate::session) fn derived_grants(ask: &Ask) -> Vec<(String, String)> {
     grants_for(ask, false)
 }
 
@@ -144,7 +145,7 @@ fn approval_pattern_for_path(path: &str) -> String {
 }
 
 /// A grant on a bare family records both directions.
-pub(super) fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
+pub(in crate::session) fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
     let surfaces: Vec<&str> = match directions_of(surface) {
         Some(directions) => directions.to_vec(),
         None => vec![surface],
@@ -158,7 +159,7 @@ pub(super) fn grant_rules(surface: &str, pattern: &str) -> Vec<Rule> {
         .collect()
 }
 
-pub(super) fn recompile_grants(node: &mut super::tree::Session) {
+pub(in crate::session) fn recompile_grants(node: &mut crate::session::tree::Session) {
     let rules: Vec<Rule> = node
         .grants
         .iter()
@@ -167,7 +168,7 @@ pub(super) fn recompile_grants(node: &mut super::tree::Session) {
     match CompiledRules::compile(rules, &home_dir()) {
         Ok(compiled) => {
             node.compiled_grants = Arc::new(compiled);
-            super::opens::invalidate();
+            crate::session::tree::generation::invalidate();
         }
         Err(error) => {
             tracing::error!(session = %node.id, %error, "grant rules do not compile; keeping the previous set")

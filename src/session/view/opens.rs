@@ -21,32 +21,15 @@
 //! `"path_write": {"*": "ask"}` rule makes every write a question. A node
 //! whose rules cannot be read or evaluated denies (fail closed).
 
-use super::ask::AskId;
-use super::authority::{lock, Authority};
-use super::AuthorityError;
 use crate::facts::access_path::{is_outside, AccessPath};
 use crate::facts::intent::{AccessIntent, Principal};
 use crate::facts::request::{AskForm, FactSet, Request};
 use crate::policy::PermissionState;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::session::authority::commit::lock;
+use crate::session::authority::Authority;
+use crate::session::tree::ask::AskId;
+use crate::session::AuthorityError;
 use std::sync::Arc;
-
-/// Bumped whenever something that can change a path's verdict changes
-/// (a grant recorded or revoked, the global config re-read). The view's
-/// decision cache keeps an entry only while this is unchanged (and for a
-/// quarter second at most, the time the policy loader takes to notice an
-/// edited layer file).
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The current verdict generation (see [`GENERATION`]).
-pub fn generation() -> u64 {
-    GENERATION.load(Ordering::Acquire)
-}
-
-/// Marks every cached path verdict stale.
-pub(crate) fn invalidate() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-}
 
 /// What an operation does to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,8 +144,8 @@ impl Authority {
                 node.cwd.clone(),
                 node.canonical_cwd.canonical(),
                 Arc::clone(&node.compiled_grants),
-                super::walk::chain_cwds(&state.tree, session),
-                super::walk::agents_for(&state.tree, session),
+                crate::session::walk::chain_cwds(&state.tree, session),
+                crate::session::walk::agents_for(&state.tree, session),
             )
         };
         const SURFACES: [&str; 2] = ["path_read", "path_write"];
@@ -268,7 +251,7 @@ impl Authority {
         session: &str,
         facts: &FactSet,
     ) -> Result<PathVerdict, AuthorityError> {
-        let chain_cwds = super::walk::chain_cwds(&lock(&self.state).tree, session);
+        let chain_cwds = crate::session::walk::chain_cwds(&lock(&self.state).tree, session);
         if chain_cwds.is_empty() {
             return Err(AuthorityError::NotFound(format!("no session {session:?}")));
         }
@@ -280,7 +263,7 @@ impl Authority {
             });
         }
         let state = lock(&self.state);
-        let agents = super::walk::agents_for(&state.tree, session);
+        let agents = crate::session::walk::agents_for(&state.tree, session);
         let mut node_id = session.to_string();
         loop {
             let Some(node) = state.tree.get(&node_id) else {

@@ -12,10 +12,10 @@
 //! answers it never reads drops its own, never another tree's.
 //! A forgotten answer reads `ENOENT`, never `allow`.
 
-use super::ask::{AskId, Response};
-use super::authority::State;
-use super::limits::{root_of, Limits};
-use super::tree::SessionId;
+use crate::session::store::persist::Dirty;
+use crate::session::tree::ask::{Ask, AskId, Response};
+use crate::session::tree::limits::{root_of, Limits};
+use crate::session::tree::SessionId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,14 +49,14 @@ pub type ForgetHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The per-session and per-tree bounds on kept answers (from `limits`).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
+pub(in crate::session) struct Bounds {
     session_answers: usize,
     tree_answers: usize,
     tree_bytes: usize,
 }
 
 impl Bounds {
-    pub(super) fn of(limits: &Limits) -> Self {
+    pub(in crate::session) fn of(limits: &Limits) -> Self {
         Self {
             session_answers: limits.retained_answers,
             tree_answers: limits.tree_retained_answers,
@@ -89,7 +89,7 @@ enum Scope {
 
 /// The answered asks kept, in the order they were stored and read.
 #[derive(Default)]
-pub(super) struct Retention {
+pub(in crate::session) struct Retention {
     /// (stored at, ask): may hold asks forgotten since (skipped).
     order: VecDeque<(Instant, AskId)>,
     /// Asks in the order they were first read: may hold forgotten ones.
@@ -102,11 +102,11 @@ pub(super) struct Retention {
     /// when an answer was last kept or forgotten (see [`trim_when_idle`]).
     freed_since_trim: usize,
     last_change: Option<Instant>,
-    pub(super) on_forget: Option<ForgetHook>,
+    pub(in crate::session) on_forget: Option<ForgetHook>,
     /// Kept answers by asking session and by the root of its tree.
     by_session: HashMap<SessionId, Account>,
     by_tree: HashMap<String, Account>,
-    pub(super) bounds: Bounds,
+    pub(in crate::session) bounds: Bounds,
 }
 
 impl Retention {
@@ -115,14 +115,14 @@ impl Retention {
     }
 
     /// (answers kept, their bytes).
-    pub(super) fn totals(&self) -> (usize, usize) {
+    pub(in crate::session) fn totals(&self) -> (usize, usize) {
         (self.count, self.bytes)
     }
 
     /// (answers kept, their bytes) of `session`, or of the tree of the
     /// root `session`.
     #[cfg(test)]
-    pub(super) fn totals_of(&self, session: &str, tree: bool) -> (usize, usize) {
+    pub(in crate::session) fn totals_of(&self, session: &str, tree: bool) -> (usize, usize) {
         let accounts = if tree {
             &self.by_tree
         } else {
@@ -137,6 +137,25 @@ impl Retention {
             Scope::Tree => &mut self.by_tree,
         }
     }
+}
+
+impl Retention {
+    /// The heap was trimmed: count freed bytes from now.
+    pub(in crate::session) fn note_trimmed(&mut self) {
+        self.freed_since_trim = 0;
+    }
+}
+
+/// What keeping and forgetting answers changes: the asks, their outbox
+/// names, the accounts, and (when there is a journal) its marks. Borrowed
+/// from the authority's state for one call (`State::kept`): retention
+/// knows these and nothing else of it.
+pub(in crate::session) struct Kept<'a> {
+    pub(in crate::session) asks: &'a mut HashMap<AskId, Box<Ask>>,
+    pub(in crate::session) outboxes: &'a mut HashMap<(SessionId, String), AskId>,
+    pub(in crate::session) retention: &'a mut Retention,
+    /// `None` in library use (nothing is journaled).
+    pub(in crate::session) dirty: Option<&'a mut Dirty>,
 }
 
 /// Adds a kept answer to the account of `key`.
@@ -164,7 +183,7 @@ fn debit(accounts: &mut HashMap<String, Account>, key: &str, size: usize) {
 
 /// Forgets the oldest answer still kept of the account `key`; `false`
 /// when it has none.
-fn forget_oldest(state: &mut State, scope: Scope, key: &str) -> bool {
+fn forget_oldest(state: &mut Kept<'_>, scope: Scope, key: &str) -> bool {
     loop {
         let next = state
             .retention
@@ -183,7 +202,7 @@ fn forget_oldest(state: &mut State, scope: Scope, key: &str) -> bool {
 
 /// Drops the names of forgotten answers from the account of `key` once
 /// they are half of its queue.
-fn compact(state: &mut State, scope: Scope, key: &str) {
+fn compact(state: &mut Kept<'_>, scope: Scope, key: &str) {
     let stale = state
         .retention
         .accounts(scope)
@@ -210,7 +229,7 @@ fn compact(state: &mut State, scope: Scope, key: &str) {
 /// tree's within `treeRetainedAnswers` and `treeRetainedBytes`, the
 /// oldest going first: a session that floods the daemon with answers
 /// drops its own (and its tree's), nobody else's.
-fn forget_beyond_own_bounds(state: &mut State, session: &str) {
+fn forget_beyond_own_bounds(state: &mut Kept<'_>, session: &str) {
     let bounds = state.retention.bounds;
     while state
         .retention
@@ -241,7 +260,7 @@ fn forget_beyond_own_bounds(state: &mut State, session: &str) {
 /// (kept in several maps), its response's serialized bytes, and about as
 /// much again for the response's facts and hops in memory, plus
 /// [`RETAINED_FIXED`].
-pub(super) fn retained_size(response: &Response, origin: &str, rid: &str) -> usize {
+pub(in crate::session) fn retained_size(response: &Response, origin: &str, rid: &str) -> usize {
     let json = response.to_json().len();
     RETAINED_FIXED + 2 * json + 5 * response.ask_id.len() + 3 * (origin.len() + rid.len())
 }
@@ -250,7 +269,7 @@ pub(super) fn retained_size(response: &Response, origin: &str, rid: &str) -> usi
 /// stored in the ask): accounts its size, drops what an answered ask no
 /// longer needs (its request), and forgets old answers beyond the bounds.
 /// `read`: it was delivered to a reader already.
-pub(super) fn keep(state: &mut State, ask_id: &str, read: bool) {
+pub(in crate::session) fn keep(state: &mut Kept<'_>, ask_id: &str, read: bool) {
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
@@ -268,7 +287,7 @@ pub(super) fn keep(state: &mut State, ask_id: &str, read: bool) {
     ask.retained = size;
     let origin = ask.origin.clone();
     let now = Instant::now();
-    let kept = &mut state.retention;
+    let kept = &mut *state.retention;
     kept.order.push_back((now, ask_id.to_string()));
     kept.bytes += size;
     kept.count += 1;
@@ -283,7 +302,7 @@ pub(super) fn keep(state: &mut State, ask_id: &str, read: bool) {
 }
 
 /// The answer of `ask_id` was read: from now on it goes before the unread.
-pub(super) fn mark_read(state: &mut State, ask_id: &str) {
+pub(in crate::session) fn mark_read(state: &mut Kept<'_>, ask_id: &str) {
     let Some(ask) = state.asks.get_mut(ask_id) else {
         return;
     };
@@ -292,7 +311,7 @@ pub(super) fn mark_read(state: &mut State, ask_id: &str) {
     }
     ask.read = true;
     let size = ask.retained;
-    let kept = &mut state.retention;
+    let kept = &mut *state.retention;
     kept.read.push_back(ask_id.to_string());
     kept.read_bytes += size;
     kept.read_count += 1;
@@ -303,12 +322,14 @@ pub(super) fn mark_read(state: &mut State, ask_id: &str) {
 
 /// Forgets an ask (answered or not) and its outbox name, keeping the
 /// accounts, and tells the hook.
-pub(super) fn forget(state: &mut State, ask_id: &str) {
+pub(in crate::session) fn forget(state: &mut Kept<'_>, ask_id: &str) {
     let Some(ask) = state.asks.remove(ask_id) else {
         return;
     };
-    super::persist::mark_ask(state, ask_id);
-    let kept = &mut state.retention;
+    if let Some(dirty) = state.dirty.as_mut() {
+        dirty.mark_ask(ask_id);
+    }
+    let kept = &mut *state.retention;
     kept.freed_since_trim += ask.retained.max(RETAINED_FIXED);
     kept.last_change = Some(Instant::now());
     if ask.retained > 0 {
@@ -332,14 +353,14 @@ pub(super) fn forget(state: &mut State, ask_id: &str) {
 }
 
 /// Whether `ask_id` is an answer still kept (queues may name forgotten ones).
-fn is_kept(state: &State, ask_id: &str) -> bool {
+fn is_kept(state: &Kept<'_>, ask_id: &str) -> bool {
     state.asks.get(ask_id).is_some_and(|a| a.retained > 0)
 }
 
 /// Forgets answers stored more than [`RETAIN_ANSWERS`] ago, read answers
 /// beyond [`MAX_READ_BYTES`], and beyond the global count and byte bounds
 /// read ones first, then the oldest of the tree holding the most.
-pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
+pub(in crate::session) fn forget_old_answers(state: &mut Kept<'_>, now: Instant) {
     while let Some((stored_at, _)) = state.retention.order.front() {
         if now.saturating_duration_since(*stored_at) < RETAIN_ANSWERS {
             break;
@@ -402,51 +423,33 @@ pub(super) fn forget_old_answers(state: &mut State, now: Instant) {
 /// back to the system afterwards.
 pub const TRIM_AFTER_ANSWERS: usize = 1000;
 
-/// After a release of `answers` answers. A big one leaves the asks' hash
-/// tables sized for everything that was pending, with the slots of the
-/// asks it ended left as tombstones; the next round of as many pending
-/// asks would then double them (about 10 MiB more for 10,000 asks each
-/// time a table grows). And it leaves megabytes of freed memory (its audit
-/// lines, the asks it ended) that glibc's malloc keeps between live
-/// blocks. So: the tables are shrunk to what they hold, and the free pages
-/// go back to the system (measured by `scripts/bench/soak.py`,
-/// BENCHMARKS.md section 12 in its git history).
-pub(super) fn after_release(state: &std::sync::Mutex<State>, answers: usize) {
-    if answers < TRIM_AFTER_ANSWERS {
-        return;
-    }
-    {
-        let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
-        state.asks.shrink_to_fit();
-        state.outboxes.shrink_to_fit();
-        state.retention.freed_since_trim = 0;
-    }
-    trim_heap();
-}
-
 /// Once this many bytes of answers were forgotten since the last trim...
 pub const TRIM_AFTER_FREED: usize = 8 << 20;
 /// ...and nothing was kept or forgotten for this long, with no ask
 /// pending, the heap's free pages go back to the system.
 pub const TRIM_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 
-/// Called on every timeout scan (under the lock): after many asks came and
-/// went (rule-answered ones, withdrawn ones) and the daemon went quiet, its
-/// RSS returns to what it holds instead of staying at the burst's level.
-/// Idle, so the few milliseconds `malloc_trim` takes hold up nobody.
-pub(super) fn trim_when_idle(state: &mut State, now: Instant) {
-    let kept = &mut state.retention;
+/// Whether the heap is due a trim now (and, if so, counts from zero
+/// again): called on every timeout scan (under the lock, through
+/// `State::trim_when_idle`), so after many asks came and went
+/// (rule-answered ones, withdrawn ones) and the daemon went quiet, its RSS
+/// returns to what it holds instead of staying at the burst's level.
+/// Idle (`nothing_pending`, nothing kept or forgotten for
+/// [`TRIM_WHEN_IDLE_FOR`]), so the few milliseconds `malloc_trim` takes
+/// hold up nobody.
+pub(in crate::session) fn idle_trim_due(
+    kept: &mut Retention,
+    nothing_pending: bool,
+    now: Instant,
+) -> bool {
     let quiet = kept
         .last_change
         .is_some_and(|at| now.saturating_duration_since(at) >= TRIM_WHEN_IDLE_FOR);
-    if kept.freed_since_trim >= TRIM_AFTER_FREED && quiet && state.pending.is_empty() {
+    if kept.freed_since_trim >= TRIM_AFTER_FREED && quiet && nothing_pending {
         kept.freed_since_trim = 0;
-        // Tables sized for the burst hold their buckets until shrunk.
-        state.asks.shrink_to_fit();
-        state.outboxes.shrink_to_fit();
-        state.reviews.shrink_to_fit();
-        trim_heap();
+        return true;
     }
+    false
 }
 
 /// One malloc arena for the daemon (glibc; nothing elsewhere), unless
@@ -688,7 +691,7 @@ mod tests {
             ..Default::default()
         };
         authority.add_root("other", spec, &cwd).expect("root");
-        let operator = crate::session::access::Caller::operator(1000);
+        let operator = crate::session::tree::access::Caller::operator(1000);
         for child in ["a", "b"] {
             authority
                 .spawn("main", child, SpawnSpec::default(), operator)

@@ -42,7 +42,7 @@
 //! with the rows). Its delete at close is held back to ride with the next commit
 //! (`persist::HOLD_DELETES`), so such an ask costs one commit, not two.
 
-use super::answer_log::{AnswerLog, LoggedAnswer};
+use crate::session::store::answer_log::{AnswerLog, LoggedAnswer};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ const SCHEMA_VERSION: i64 = 2;
 
 /// One change to write.
 #[derive(Debug)]
-pub(super) enum Op {
+pub(in crate::session) enum Op {
     /// A session as it is now (its JSON, `StoredSession`).
     PutSession {
         id: String,
@@ -267,7 +267,7 @@ impl Journal {
     /// never pending) and their deletes to the answers log, the rest in one
     /// SQLite transaction, all of it or none; the transaction first, so an
     /// answer is never on record beside a failed change it came with.
-    pub(super) fn write(&self, ops: &[Op]) -> Result<(), String> {
+    pub(in crate::session) fn write(&self, ops: &[Op]) -> Result<(), String> {
         if ops.is_empty() {
             return Ok(());
         }

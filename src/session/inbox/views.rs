@@ -3,12 +3,14 @@
 //! `cat`s it, and the `pending` listing of asks below a session. Separate
 //! from the authority because they only read its state, and decide nothing.
 
-use super::access::{Caller, Standing};
-use super::ask::Ask;
-use super::authority::{lock, Authority, State};
-use super::decision::DECISION_FORMS;
-use super::grants::{bare_grants, derived_grants, suggested_grants};
 use crate::facts::request::Request;
+use crate::session::authority::commit::lock;
+use crate::session::authority::state::State;
+use crate::session::authority::Authority;
+use crate::session::tree::access::{Caller, Standing};
+use crate::session::tree::ask::Ask;
+use crate::session::tree::decision::DECISION_FORMS;
+use crate::session::tree::grants::{bare_grants, derived_grants, suggested_grants};
 use std::time::Instant;
 
 impl Authority {
@@ -47,7 +49,7 @@ impl Authority {
         let state = lock(&self.state);
         state.tree.get(session)?;
         let prefix = format!("{session}/");
-        let now = super::ask::now_ms();
+        let now = crate::session::tree::ask::now_ms();
         let mut waiting: Vec<(u64, u64, &Ask, &str)> = Vec::new();
         let mut hidden = 0usize;
         for id in &state.pending {
@@ -69,7 +71,7 @@ impl Authority {
                 continue;
             }
             let arrived = ask.arrived_ms.unwrap_or(now);
-            let seq = super::ask::serial_of(&ask.id).unwrap_or(0);
+            let seq = crate::session::tree::ask::serial_of(&ask.id).unwrap_or(0);
             waiting.push((arrived, seq, ask, at));
         }
         waiting.sort_by_key(|(arrived, seq, _, _)| (*arrived, *seq));
@@ -241,7 +243,7 @@ fn pending_entry(state: &State, ask: &Ask) -> serde_json::Value {
 /// A decider that sends it back with its decision (`"factsDigest"`) has
 /// its decision refused unless the ask it reaches is the one it saw; none
 /// of these change while an ask waits.
-pub(super) fn facts_digest(ask: &Ask) -> String {
+pub(in crate::session) fn facts_digest(ask: &Ask) -> String {
     let shown = serde_json::json!({
         "askId": ask.id,
         "from": ask.origin,
@@ -250,5 +252,5 @@ pub(super) fn facts_digest(ask: &Ask) -> String {
         "message": ask.request.as_ref().and_then(|r| r.message.clone()),
         "facts": ask.facts.intents,
     });
-    super::audit::sha256_hex(shown.to_string().as_bytes())
+    crate::session::observe::audit::sha256_hex(shown.to_string().as_bytes())
 }

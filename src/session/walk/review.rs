@@ -8,71 +8,19 @@
 //! verdict comes back through [`Authority::link_verdict`], and the walk
 //! goes on from there.
 
-use super::ask::{AskId, DecidedBy, Hop, Outcome};
-use super::authority::{finish, lock, Authority, AuthorityError, State};
-use super::chain::{checkpoint, run_judge, JudgeSpec, LinkVerdict, DEFAULT_LINK_TIMEOUT};
-use super::tree::is_valid_name;
 use crate::facts::intent::Family;
 use crate::policy::PermissionState;
+use crate::session::authority::commit::lock;
+use crate::session::authority::state::{finish, publish, publish_below, State};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::chain::reviews::{AttachedJudge, CurrentLink, JudgeReader, Review, ReviewJob};
+use crate::session::chain::{checkpoint, run_judge, JudgeSpec, LinkVerdict, DEFAULT_LINK_TIMEOUT};
+use crate::session::tree::ask::{DecidedBy, Hop, Outcome};
+use crate::session::tree::is_valid_name;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// An ask going through a node's chain.
-#[derive(Debug)]
-pub struct Review {
-    pub ask_id: AskId,
-    pub node: String,
-    pub links: Vec<String>,
-    pub next: usize,
-    pub families: Vec<Family>,
-    pub interactive: bool,
-    pub trust: Vec<(String, Vec<String>)>,
-    pub current: Option<CurrentLink>,
-}
-
-#[derive(Debug, Clone)]
-pub struct CurrentLink {
-    pub review_id: String,
-    pub link: String,
-    pub deadline: Instant,
-}
-
-/// A parked `read` of `judges/<name>/next`: returns false when its caller
-/// went away, so the review is handed to someone else.
-pub type JudgeReader = Box<dyn FnOnce(&[u8]) -> bool + Send>;
-
-#[derive(Default)]
-pub struct AttachedJudge {
-    pub queue: VecDeque<String>,
-    pub readers: Vec<JudgeReader>,
-    /// Open handles on the judge's `lease` file. When a judge that took a
-    /// lease closes the last one (or dies, and the kernel closes it), the
-    /// judge has gone away.
-    pub leases: usize,
-}
-
-impl std::fmt::Debug for AttachedJudge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttachedJudge")
-            .field("queue", &self.queue)
-            .field("readers", &self.readers.len())
-            .finish()
-    }
-}
-
-/// A review for a configured judge, for [`serve_reviews`].
-pub struct ReviewJob {
-    pub review_id: String,
-    pub link: String,
-    pub spec: Arc<JudgeSpec>,
-    pub payload: Value,
-    /// When the review defers anyway (set when it was queued): a judge
-    /// started late gets only what is left.
-    pub deadline: Instant,
-}
 
 /// Most command-judge reviews running at once (a thread and a process
 /// group each). Past it a review waits in the queue, still bounded by its
@@ -129,15 +77,6 @@ impl Drop for ReviewSlot {
     }
 }
 
-/// Drops a finished review from any judge queue.
-pub(super) fn forget_review(state: &mut State, review: &Review) {
-    if let Some(current) = &review.current {
-        if let Some(judge) = state.attached.get_mut(&current.link) {
-            judge.queue.retain(|id| id != &current.review_id);
-        }
-    }
-}
-
 fn ask_of(review_id: &str) -> &str {
     review_id
         .rsplit_once('#')
@@ -147,7 +86,7 @@ fn ask_of(review_id: &str) -> &str {
 
 impl Authority {
     /// Starts the chain of the node that adjudicates the ask.
-    pub(super) fn start_chain(
+    pub(in crate::session) fn start_chain(
         &self,
         state: &mut State,
         ask_id: &str,
@@ -250,7 +189,7 @@ impl Authority {
                 return;
             };
             ask.pending_at = Some(review.node.clone());
-            ask.arrived_ms = Some(super::ask::now_ms());
+            ask.arrived_ms = Some(crate::session::tree::ask::now_ms());
             let event = json!({
                 "event": "arrived",
                 "askId": ask.id,
@@ -258,10 +197,10 @@ impl Authority {
                 "message": ask.request.as_ref().and_then(|r| r.message.clone()),
                 "facts": ask.facts.intents,
             });
-            super::authority::publish(state, &review.node, event);
-            super::authority::publish_below(state, &review.node, "arrived", ask_id);
+            publish(state, &review.node, event);
+            publish_below(state, &review.node, "arrived", ask_id);
             // Written in its inbox before the asker's write returns.
-            super::persist::mark_ask(state, ask_id);
+            state.mark_ask(ask_id);
         } else {
             finish(
                 state,
@@ -566,7 +505,7 @@ impl Authority {
     }
 
     /// Reviews past their link's timeout count as `defer`.
-    pub(super) fn expire_reviews(&self, state: &mut State, now: Instant) {
+    pub(in crate::session) fn expire_reviews(&self, state: &mut State, now: Instant) {
         let stale: Vec<(String, String, &'static str)> = state
             .reviews
             .values()

@@ -49,7 +49,7 @@ impl EventLog {
     pub fn publish(&mut self, mut event: Value) {
         if let Value::Object(object) = &mut event {
             object.insert("seq".into(), json!(self.next_seq()));
-            object.insert("time".into(), json!(super::ask::now_ms()));
+            object.insert("time".into(), json!(crate::session::tree::ask::now_ms()));
         }
         let line = event.to_string();
         self.bytes += line.len();

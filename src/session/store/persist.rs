@@ -14,20 +14,20 @@
 //! old process, so at restore they are ended, as the handle's close would
 //! have ended them, whether or not the pid that took it still lives.
 
-use super::ask::{Ask, AskId, DecidedBy, Guarded, Hop, Outcome, Response};
-use super::authority::State;
-use super::journal::Op;
-use super::tree::{Grant, Session, SessionId};
 use crate::facts::access_path::CwdCache;
 use crate::facts::intent::AccessIntent;
 use crate::facts::request::{FactSet, Request};
+use crate::session::store::journal::{Journal, Op};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Guarded, Hop, Outcome, Response};
+use crate::session::tree::{Grant, Session, SessionId, SessionTree};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What changed under the lock and is not journaled yet.
 #[derive(Default)]
-pub(super) struct Dirty {
+pub(in crate::session) struct Dirty {
     sessions: Vec<SessionId>,
     asks: Vec<AskId>,
     /// Since when deletions alone have been held back (`flush`).
@@ -43,20 +43,42 @@ pub(super) struct Dirty {
 /// `SIGKILL` in that window costs: rows of asks already withdrawn come
 /// back at the restart as answered asks nobody holds, kept until
 /// retention forgets them; an answer is never lost or given twice by it.
-pub(super) const HOLD_DELETES: Duration = Duration::from_millis(20);
+pub(in crate::session) const HOLD_DELETES: Duration = Duration::from_millis(20);
 
-/// Session `id` changed (spawned, ended, a grant, a lease): journal it.
-pub(super) fn mark_session(state: &mut State, id: &str) {
-    if state.journal.is_some() {
-        state.journal_dirty.sessions.push(id.to_string());
+impl Dirty {
+    /// Session `id` changed (spawned, ended, a grant, a lease): journal it.
+    pub(in crate::session) fn mark_session(&mut self, id: &str) {
+        self.sessions.push(id.to_string());
+    }
+
+    /// Ask `id` changed (raised, entered an inbox, forgotten): journal it.
+    pub(in crate::session) fn mark_ask(&mut self, id: &str) {
+        self.asks.push(id.to_string());
     }
 }
 
-/// Ask `id` changed (raised, entered an inbox, forgotten): journal it.
-pub(super) fn mark_ask(state: &mut State, id: &str) {
-    if state.journal.is_some() {
-        state.journal_dirty.asks.push(id.to_string());
-    }
+/// What the journal reads of the authority's state to write the rows
+/// marked: the tree, the asks, and which of them are pending. Borrowed
+/// for one write, so the store never holds, or reaches past, the state.
+pub(in crate::session) struct Rows<'a> {
+    pub(in crate::session) tree: &'a SessionTree,
+    pub(in crate::session) asks: &'a HashMap<AskId, Box<Ask>>,
+    pub(in crate::session) pending: &'a BTreeSet<AskId>,
+}
+
+/// How a restore puts the journal's rows back into the authority's state:
+/// sessions (parents first), answered asks and pending asks. The state
+/// keeps its own indexes consistent; the store only reads rows.
+pub(in crate::session) trait Restore {
+    /// The sessions put back so far (a child finds its parent here).
+    fn tree(&self) -> &SessionTree;
+    /// A session with its grants (compiled by the state); `Err` when the
+    /// tree refuses it.
+    fn put_session(&mut self, session: Session) -> Result<(), String>;
+    /// An answered ask, kept as retention keeps answers.
+    fn put_answered(&mut self, ask: Ask);
+    /// A pending ask, counted and timed as a raised one.
+    fn put_pending(&mut self, ask: Ask);
 }
 
 #[derive(Serialize, Deserialize)]
@@ -140,7 +162,7 @@ fn session_op(session: &Session) -> Result<Op, String> {
 }
 
 fn pending_op(ask: &Ask) -> Result<Op, String> {
-    let now_ms = super::ask::now_ms();
+    let now_ms = crate::session::tree::ask::now_ms();
     let stored = StoredAsk {
         agent: ask.agent.clone(),
         judged_for: ask.judged_for.clone(),
@@ -174,7 +196,7 @@ fn pending_op(ask: &Ask) -> Result<Op, String> {
 /// the response's own fields), so a new server shows the answer where the
 /// waiting pi child looks (`pi_view.rs`); other answers are the response
 /// as it is served.
-pub(super) fn answer_op(ask: &Ask, response: &Response) -> Op {
+pub(in crate::session) fn answer_op(ask: &Ask, response: &Response) -> Op {
     let mut body = response.to_json().to_vec();
     if let Some(target) = ask.forwarded_target() {
         if let Ok(serde_json::Value::Object(mut fields)) =
@@ -197,8 +219,8 @@ pub(super) fn answer_op(ask: &Ask, response: &Response) -> Op {
 /// The rows of what was marked, taken from the marks. An ask answered but
 /// not yet committed (its audit line is being written) is left to its
 /// chunk's [`answer_op`].
-pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
-    let mut dirty = std::mem::take(&mut state.journal_dirty);
+pub(in crate::session) fn take_ops(marks: &mut Dirty, state: Rows<'_>) -> Vec<Op> {
+    let mut dirty = std::mem::take(marks);
     dirty.sessions.sort();
     dirty.sessions.dedup();
     let mut ops = Vec::with_capacity(dirty.sessions.len() + dirty.asks.len());
@@ -236,38 +258,35 @@ pub(super) fn take_ops(state: &mut State) -> Vec<Op> {
     ops
 }
 
-/// Writes what was marked (deletions alone may be held back for up to
-/// [`HOLD_DELETES`]; `force` writes them too). `Err`: nothing of it was
-/// written; the pending asks among it are returned so the caller can deny
-/// them (fail closed).
-pub(super) fn flush(state: &mut State) -> Result<(), (String, Vec<AskId>)> {
-    flush_with(state, false)
-}
-
-pub(super) fn flush_with(state: &mut State, force: bool) -> Result<(), (String, Vec<AskId>)> {
-    let Some(journal) = state.journal.clone() else {
+/// Writes what was marked to `journal` (deletions alone may be held back
+/// for up to [`HOLD_DELETES`]; `force` writes them too). `Err`: nothing of
+/// it was written; the pending asks among it are returned so the caller
+/// can deny them (fail closed).
+pub(in crate::session) fn flush_with(
+    journal: Option<&Journal>,
+    marks: &mut Dirty,
+    state: Rows<'_>,
+    force: bool,
+) -> Result<(), (String, Vec<AskId>)> {
+    let Some(journal) = journal else {
         return Ok(());
     };
-    if state.journal_dirty.sessions.is_empty() && state.journal_dirty.asks.is_empty() {
+    if marks.sessions.is_empty() && marks.asks.is_empty() {
         return Ok(());
     }
-    if !force && only_deletions(state) {
-        let since = *state
-            .journal_dirty
-            .held_since
-            .get_or_insert_with(Instant::now);
+    if !force && only_deletions(marks, &state) {
+        let since = *marks.held_since.get_or_insert_with(Instant::now);
         if since.elapsed() < HOLD_DELETES {
             return Ok(());
         }
     }
-    let pending: Vec<AskId> = state
-        .journal_dirty
+    let pending: Vec<AskId> = marks
         .asks
         .iter()
         .filter(|id| state.pending.contains(*id))
         .cloned()
         .collect();
-    let ops = take_ops(state);
+    let ops = take_ops(marks, state);
     journal.write(&ops).map_err(|error| {
         tracing::error!(%error, rows = ops.len(), "the journal cannot be written: pending asks in this batch are denied (journal_unavailable)");
         (error, pending)
@@ -277,9 +296,9 @@ pub(super) fn flush_with(state: &mut State, force: bool) -> Result<(), (String, 
 /// Whether what is marked writes nothing but deletions: no session, and
 /// every marked ask either gone (a delete) or answered and not yet
 /// committed (its chunk writes it).
-fn only_deletions(state: &State) -> bool {
-    state.journal_dirty.sessions.is_empty()
-        && state.journal_dirty.asks.iter().all(|id| {
+fn only_deletions(marks: &Dirty, state: &Rows<'_>) -> bool {
+    marks.sessions.is_empty()
+        && marks.asks.iter().all(|id| {
             state
                 .asks
                 .get(id)
@@ -315,13 +334,13 @@ pub struct Restored {
 /// cannot be read are skipped and counted: a session that is not restored
 /// takes its grants with it (less is allowed, never more), and an ask
 /// that is not restored reads `ENOENT`.
-pub(super) fn restore(
-    state: &mut State,
-    snapshot: super::journal::Snapshot,
+pub(in crate::session) fn restore(
+    snapshot: crate::session::store::journal::Snapshot,
+    state: &mut impl Restore,
 ) -> (Restored, Vec<AskId>) {
     let mut restored = Restored::default();
     let now = Instant::now();
-    let now_ms = super::ask::now_ms();
+    let now_ms = crate::session::tree::ask::now_ms();
     for (id, body) in snapshot.sessions {
         let stored: StoredSession = match serde_json::from_slice(&body) {
             Ok(stored) => stored,
@@ -334,11 +353,11 @@ pub(super) fn restore(
         let canonical_cwd = stored
             .parent
             .as_ref()
-            .and_then(|p| state.tree.get(p))
+            .and_then(|p| state.tree().get(p))
             .filter(|p| p.cwd == stored.cwd)
             .map(|p| Arc::clone(&p.canonical_cwd))
             .unwrap_or_else(|| Arc::new(CwdCache::new(&stored.cwd)));
-        let mut session = Session {
+        let session = Session {
             id: stored.id,
             parent: stored.parent,
             agent: stored.agent,
@@ -350,17 +369,16 @@ pub(super) fn restore(
             decider_uid: stored.decider_uid,
             children: Default::default(),
             grants: stored.grants,
-            // Compiled from `grants` just below; a set that does not
-            // compile stays empty (less allowed, never more).
-            compiled_grants: super::tree::SessionTree::empty_grants(),
+            // Compiled from `grants` as it is put back; a set that does
+            // not compile stays empty (less allowed, never more).
+            compiled_grants: SessionTree::empty_grants(),
             views: Vec::new(),
             serial: stored.serial,
             lease: stored.lease,
             lease_handle: stored.lease_handle,
         };
-        super::grants::recompile_grants(&mut session);
         let grants = session.grants.len();
-        match state.tree.restore(session) {
+        match state.put_session(session) {
             Ok(()) => {
                 restored.sessions += 1;
                 restored.grants += grants;
@@ -373,7 +391,7 @@ pub(super) fn restore(
     }
     let mut rewalk = Vec::new();
     for row in snapshot.asks {
-        let super::journal::AskRow {
+        let crate::session::store::journal::AskRow {
             id,
             origin,
             rid,
@@ -381,7 +399,7 @@ pub(super) fn restore(
             body,
             request_len,
         } = row;
-        if state.tree.get(&origin).is_none() {
+        if state.tree().get(&origin).is_none() {
             // Its session was not restored: the row is stale.
             restored.unreadable += 1;
             continue;
@@ -400,11 +418,8 @@ pub(super) fn restore(
             }
         };
         ask.request_len = request_len;
-        let key = (origin.clone(), rid.clone());
         if answered {
-            state.asks.insert(id.clone(), Box::new(ask));
-            state.outboxes.insert(key, id.clone());
-            super::retention::keep(state, &id, false);
+            state.put_answered(ask);
             restored.answers += 1;
             continue;
         }
@@ -412,17 +427,7 @@ pub(super) fn restore(
             ask.hops.clear();
             rewalk.push(id.clone());
         }
-        if state.next_deadline.is_none_or(|next| ask.deadline < next) {
-            state.next_deadline = Some(ask.deadline);
-        }
-        state.asks.insert(id.clone(), Box::new(ask));
-        state.outboxes.insert(key, id.clone());
-        state.pending.insert(id.clone());
-        *state.pending_by_origin.entry(origin.clone()).or_default() += 1;
-        *state
-            .pending_by_root
-            .entry(super::limits::root_of(&origin).to_string())
-            .or_default() += 1;
+        state.put_pending(ask);
         restored.pending += 1;
     }
     restored.rewalked = rewalk.clone();

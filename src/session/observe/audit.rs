@@ -362,7 +362,10 @@ impl AuditLog {
             inner.file = None;
             let (file, identity, last) = open_file(&self.path)?;
             let mut note = Map::new();
-            note.insert("time".into(), Value::from(super::ask::now_ms()));
+            note.insert(
+                "time".into(),
+                Value::from(crate::session::tree::ask::now_ms()),
+            );
             note.insert("event".into(), Value::from("audit_reopened"));
             note.insert("reason".into(), Value::from(why));
             // The chain the daemon was writing ended here: the link to the

@@ -8,6 +8,9 @@
 //! becomes `defer` unless `authorizerTrust` lists that family for the link.
 //! A failing, erroring or silent link counts as `defer`, never as `allow`.
 
+pub mod reaper;
+pub mod reviews;
+
 use crate::facts::intent::Family;
 use regex::Regex;
 use serde_json::Value;

@@ -47,7 +47,7 @@ pub const MAX_DECISION_PATTERNS: usize = 64;
 /// Longest pattern a decision may record, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 4096;
 
-pub(super) const DECISION_FORMS: &str =
+pub(in crate::session) const DECISION_FORMS: &str =
     "write allow, allow session [PATTERN…], allow subagent [PATTERN…], deny, or deny <reason>";
 
 impl Decision {

@@ -16,9 +16,9 @@
 //!
 //! `mkdir children/<child>` is `spawn <child>` with no options, and
 //! `rmdir children/<child>` is `end <child>`, so both paths meet the same
-//! spawn rule ([`super::access::check_spawn`]).
+//! spawn rule ([`crate::session::tree::access::check_spawn`]).
 
-use super::tree::SpawnSpec;
+use crate::session::tree::SpawnSpec;
 
 /// What a `ctl` write asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

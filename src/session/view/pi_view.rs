@@ -21,8 +21,8 @@
 //! the response forgets the answered one. Everything is bounded per session
 //! ([`MAX_TARGETS`], [`MAX_FILES`]); past that, creating fails `ENOSPC`.
 
-use super::ask::Response;
-use super::authority::{Authority, AuthorityError};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::tree::ask::Response;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -123,7 +123,7 @@ fn not_found(what: &str) -> AuthorityError {
 /// pi child's request id and permfs's are the same.
 fn request_id(name: &str) -> Option<&str> {
     name.strip_suffix(".json")
-        .filter(|id| super::tree::is_valid_name(id))
+        .filter(|id| crate::session::tree::is_valid_name(id))
 }
 
 impl PiViews {
@@ -200,7 +200,7 @@ impl PiViews {
 
     /// `mkdir pi/sessions/<target>`: any valid name; `EEXIST` if made.
     pub fn make_target(&self, session: &str, target: &str) -> Result<(), AuthorityError> {
-        if !super::tree::is_valid_name(target) {
+        if !crate::session::tree::is_valid_name(target) {
             return Err(AuthorityError::Invalid(format!(
                 "{target:?} is not a valid directory name"
             )));
@@ -376,7 +376,7 @@ impl PiViews {
 
     /// `creat` in `requests/`: a new, empty draft.
     pub fn create(&self, session: &str, target: &str, name: &str) -> Result<(), AuthorityError> {
-        if !super::tree::is_valid_name(name) {
+        if !crate::session::tree::is_valid_name(name) {
             return Err(AuthorityError::Invalid(format!(
                 "{name:?} is not a valid file name"
             )));
@@ -432,10 +432,10 @@ impl PiViews {
                     limits.pi_draft_bytes
                 )));
             }
-            let root = super::limits::root_of(session);
+            let root = crate::session::tree::limits::root_of(session);
             let tree: usize = views
                 .iter()
-                .filter(|(s, _)| super::limits::root_of(s) == root)
+                .filter(|(s, _)| crate::session::tree::limits::root_of(s) == root)
                 .map(|(_, v)| v.draft_bytes())
                 .sum();
             if tree + growth > limits.tree_pi_draft_bytes {
@@ -506,7 +506,7 @@ impl PiViews {
                 false => not_found("such request file"),
             });
         }
-        if !super::tree::is_valid_name(to) {
+        if !crate::session::tree::is_valid_name(to) {
             return Err(AuthorityError::Invalid(format!(
                 "{to:?} is not a valid file name"
             )));

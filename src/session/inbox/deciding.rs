@@ -7,22 +7,22 @@
 //! who may decide, what is recorded and what it releases read together
 //! here.
 
-use super::access::{Caller, Standing};
-use super::ask::{Ask, AskId, DecidedBy, Outcome};
-use super::authority::{
-    finish, lock, publish, publish_below, Authority, AuthorityError, State, RELEASE_CHUNK,
-};
-use super::decision::{breadth, Breadth, Decision};
-use super::grants::{chosen_grants, derived_grants, grant_rules, recompile_grants};
-use super::tree::Grant;
-use super::walk::{agents_for, decided_by_for};
 use crate::policy::{PermissionState, Rule};
+use crate::session::authority::commit::{lock, RELEASE_CHUNK};
+use crate::session::authority::state::{finish, publish, publish_below, State};
+use crate::session::authority::{Authority, AuthorityError};
+use crate::session::tree::access::{Caller, Standing};
+use crate::session::tree::ask::{Ask, AskId, DecidedBy, Outcome};
+use crate::session::tree::decision::{breadth, Breadth, Decision};
+use crate::session::tree::grants::{chosen_grants, derived_grants, grant_rules, recompile_grants};
+use crate::session::tree::Grant;
+use crate::session::walk::{agents_for, decided_by_for};
 use std::sync::Arc;
 
 impl Authority {
     /// A refused decision: kept on the ask (when it still waits here) so
     /// the person can read why, and told to the session's event stream.
-    pub(super) fn record_refusal(&self, session: &str, ask_id: &str, reason: &str) {
+    pub(in crate::session) fn record_refusal(&self, session: &str, ask_id: &str, reason: &str) {
         let mut state = lock(&self.state);
         let waiting_here = state
             .asks
@@ -53,8 +53,12 @@ impl Authority {
                 "uid {uid} may not decide for session {session:?} (from here)"
             )));
         }
-        let parsed = Decision::parse(text)
-            .and_then(|decision| Ok((decision, super::decision::bound_digest(text)?)));
+        let parsed = Decision::parse(text).and_then(|decision| {
+            Ok((
+                decision,
+                crate::session::tree::decision::bound_digest(text)?,
+            ))
+        });
         let (decision, digest) = match parsed {
             Ok(parsed) => parsed,
             Err(reason) => {
@@ -75,7 +79,7 @@ impl Authority {
         // A decision made on what a decider was shown counts only for the
         // ask that showed it.
         if let Some(digest) = digest {
-            if digest != super::views::facts_digest(ask) {
+            if digest != crate::session::inbox::views::facts_digest(ask) {
                 drop(state);
                 let reason = format!(
                     "the decision was made on other facts than ask {ask_id:?} holds (factsDigest differs): look again"
@@ -329,7 +333,7 @@ impl Authority {
     /// The edit an `allow always` makes: the ask's rules (or the person's
     /// patterns) added to the global config as `allow`. Nothing is
     /// written yet.
-    pub(super) fn prepare_always(
+    pub(in crate::session) fn prepare_always(
         &self,
         ask: &Ask,
         patterns: &[String],
@@ -384,7 +388,7 @@ impl Authority {
     fn roll_back_always(
         &self,
         edit: &AlwaysEdit,
-        audit: Option<&super::audit::AuditLog>,
+        audit: Option<&crate::session::observe::audit::AuditLog>,
         ask_id: &str,
         uid: u32,
     ) {
@@ -416,7 +420,7 @@ impl Authority {
     }
 
     /// Records a grant; returns its id (`None`: the session is gone).
-    pub(super) fn add_grant(
+    pub(in crate::session) fn add_grant(
         &self,
         state: &mut State,
         session: &str,
@@ -436,7 +440,7 @@ impl Authority {
             broader_than_suggested,
         });
         recompile_grants(node);
-        super::persist::mark_session(state, session);
+        state.mark_session(session);
         Some(id)
     }
 
@@ -462,7 +466,7 @@ impl Authority {
             return Err(AuthorityError::NotFound(format!("no grant {grant_id:?}")));
         }
         recompile_grants(node);
-        super::persist::mark_session(&mut state, session);
+        state.mark_session(session);
         Ok(())
     }
 
@@ -473,7 +477,7 @@ impl Authority {
     /// other asks wait for one chunk at most. An ask decided, withdrawn or
     /// ended meanwhile is skipped; a grant revoked meanwhile covers nothing.
     /// At most `chunks` chunks; true when asks were left for later.
-    pub(super) fn rewalk_pending_at(&self, session: &str, chunks: usize) -> bool {
+    pub(in crate::session) fn rewalk_pending_at(&self, session: &str, chunks: usize) -> bool {
         let below = format!("{session}/");
         let is_here = |at: &Option<String>| {
             at.as_deref()
@@ -534,7 +538,7 @@ impl Authority {
         // dropped above), so the trim after a big release is asked for
         // once, for all of them.
         if released > 0 {
-            super::retention::after_release(&self.state, released);
+            crate::session::authority::commit::after_release(&self.state, released);
         }
         left_for_later
     }
@@ -542,7 +546,7 @@ impl Authority {
 
 /// An `allow always` edit of the global config, prepared before anything
 /// is written: the file, its text before and after, the lines added.
-pub(super) struct AlwaysEdit {
+pub(in crate::session) struct AlwaysEdit {
     file: std::path::PathBuf,
     before: String,
     after: String,
@@ -560,7 +564,7 @@ fn edit_entry(
     error: Option<&str>,
 ) -> serde_json::Map<String, serde_json::Value> {
     let mut entry = serde_json::Map::new();
-    entry.insert("time".into(), super::ask::now_ms().into());
+    entry.insert("time".into(), crate::session::tree::ask::now_ms().into());
     entry.insert("event".into(), event.into());
     entry.insert("askId".into(), ask_id.into());
     entry.insert("uid".into(), uid.into());
@@ -568,11 +572,11 @@ fn edit_entry(
     entry.insert("added".into(), serde_json::json!(edit.added));
     entry.insert(
         "sha256Before".into(),
-        super::audit::sha256_hex(edit.before.as_bytes()).into(),
+        crate::session::observe::audit::sha256_hex(edit.before.as_bytes()).into(),
     );
     entry.insert(
         "sha256After".into(),
-        super::audit::sha256_hex(edit.after.as_bytes()).into(),
+        crate::session::observe::audit::sha256_hex(edit.after.as_bytes()).into(),
     );
     if let Some(error) = error {
         entry.insert("error".into(), error.into());

@@ -4,6 +4,14 @@
 //! whoever spawned it and never by the session itself: the principal is
 //! where a request was written, not what it claims.
 
+pub mod access;
+pub mod ask;
+pub mod control;
+pub mod decision;
+pub mod generation;
+pub(in crate::session) mod grants;
+pub mod limits;
+
 use crate::facts::access_path::CwdCache;
 use crate::policy::{CompiledRules, Rule};
 use serde::{Deserialize, Serialize};

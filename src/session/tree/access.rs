@@ -20,7 +20,7 @@
 //! This module knows nothing of FUSE: the mount tells it the caller's uid
 //! and whether the caller runs in the daemon's mount namespace.
 
-use super::tree::{Session, SpawnSpec};
+use crate::session::tree::{Session, SpawnSpec};
 use std::path::{Path, PathBuf};
 
 /// The process behind a file operation, as the mount saw it.
