@@ -132,7 +132,8 @@ fn user_dir() -> tempfile::TempDir {
     .expect("config");
     // The daemon runs as `nobody`, which may not reach the clone's
     // `target/` (a clone in root's 0700 home, in a `mktemp -d` folder):
-    // it runs a copy staged here, in a directory it can traverse.
+    // it runs a copy staged here, in a directory it can traverse, and
+    // starts in it (`env -C`: main's cwd is where the daemon starts).
     let staged = dir.path().join("permfs");
     std::fs::copy(env!("CARGO_BIN_EXE_permfs"), &staged).expect("the binary staged");
     std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -141,7 +142,7 @@ fn user_dir() -> tempfile::TempDir {
 
 fn daemon_as_nobody(dir: &std::path::Path) -> String {
     format!(
-        "setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env PERMFS_LOG=warn \
+        "setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env -C {d} PERMFS_LOG=warn \
          {d}/permfs mount {d}/mnt --config {d}/config.json --state-dir {d}/state",
         d = dir.display()
     )

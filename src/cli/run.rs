@@ -24,7 +24,7 @@ use super::mount_client::MountClient;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
@@ -122,6 +122,67 @@ pub struct Sandbox {
     /// wall (`permfs wall`) before the command; `None` with `--no-view`.
     pub wall: Option<PathBuf>,
     pub command: Vec<OsString>,
+}
+
+/// The wall's binary as the sandbox's `uid` can reach it: bubblewrap,
+/// run as that uid, binds it by its path, so a binary below a directory
+/// the uid may not pass (a clone in root's 0700 home, a `mktemp -d`
+/// folder) is first copied beside the views, whose directory every
+/// sandbox's uid passes (0711), once per build (named by the binary's
+/// identity, an earlier build's copy removed).
+fn wall_binary(
+    exe: PathBuf,
+    uid: Option<u32>,
+    views: &[(PathBuf, PathBuf)],
+) -> Result<PathBuf, String> {
+    let Some(uid) = uid else {
+        return Ok(exe);
+    };
+    let passes = |dir: &Path| {
+        std::fs::metadata(dir)
+            .is_ok_and(|m| m.mode() & 0o001 != 0 || (m.uid() == uid && m.mode() & 0o100 != 0))
+    };
+    if exe.ancestors().skip(1).all(passes) {
+        return Ok(exe);
+    }
+    let Some(dir) = views.first().and_then(|(_, view)| view.parent()) else {
+        return Ok(exe);
+    };
+    let meta = std::fs::metadata(&exe)
+        .map_err(|e| format!("cannot read the permfs binary {}: {e}", exe.display()))?;
+    let name = format!(
+        "permfs-wall-{}-{}-{}-{}",
+        meta.dev(),
+        meta.ino(),
+        meta.mtime_nsec() + meta.mtime() * 1_000_000_000,
+        meta.len()
+    );
+    let staged = dir.join(&name);
+    if std::fs::metadata(&staged).is_ok_and(|m| m.len() == meta.len()) {
+        return Ok(staged);
+    }
+    let failed = |e: std::io::Error| {
+        format!(
+            "cannot stage the permfs binary for uid {uid}'s sandbox at {}: {e}",
+            staged.display()
+        )
+    };
+    let aside = dir.join(format!("{name}.{}", std::process::id()));
+    std::fs::copy("/proc/self/exe", &aside).map_err(failed)?;
+    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o755)).map_err(failed)?;
+    std::fs::rename(&aside, &staged).map_err(failed)?;
+    // Earlier builds' copies: a sandbox still running one keeps its inode.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let other = entry.file_name();
+            let other = other.to_string_lossy();
+            // (A name with a `.` is a copy being made by another run.)
+            if other.starts_with("permfs-wall-") && !other.contains('.') && *other != *name {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    Ok(staged)
 }
 
 /// Where the `permfs` binary appears inside the sandbox for the wall.
@@ -261,9 +322,10 @@ fn start(args: RunArgs) -> Result<i32, String> {
         wall: if views.is_empty() {
             None
         } else {
-            Some(std::env::current_exe().map_err(|e| {
+            let exe = std::env::current_exe().map_err(|e| {
                 format!("cannot find the permfs binary for the sandbox's wall: {e}")
-            })?)
+            })?;
+            Some(wall_binary(exe, args.uid.filter(|_| euid == 0), &views)?)
         },
         views,
         command: args.command,
