@@ -1117,6 +1117,25 @@ impl Filesystem for PermFs {
                         if end > self.authority.request_limit() {
                             draft.oversized = true;
                             draft.data.clear();
+                            if !draft.exchange {
+                                // As for a request file that completes: the
+                                // refusal is in the outbox before the write
+                                // returns, so the writer's read of the
+                                // response finds it (at the asynchronous
+                                // release it raced that read).
+                                draft.submitted = true;
+                                let (session, rid) = (draft.session.clone(), draft.rid.clone());
+                                drop(drafts);
+                                let limit = self.authority.request_limit();
+                                let reason = format!(
+                                    "request is over the {limit}-byte limit (limits.requestBytes)"
+                                );
+                                if let Err(error) =
+                                    self.raise(fh.0, &session, &rid, Err(reason), None)
+                                {
+                                    tracing::debug!(?error, "an oversized request was refused");
+                                }
+                            }
                             return reply.error(Errno::EFBIG);
                         }
                         if draft.data.len() < end {
@@ -1186,6 +1205,9 @@ impl Filesystem for PermFs {
                     }
                     // The newline a client writes after its request.
                     Some(_) if data.trim_ascii().is_empty() => Ok(()),
+                    // Bytes after the write that made it oversized: the
+                    // refusal stands, whatever comes after.
+                    Some(draft) if draft.oversized => Ok(()),
                     _ => Err(AuthorityError::Exists(
                         "the request was already submitted".into(),
                     )),
