@@ -253,6 +253,13 @@ pub fn serve(
         .unwrap_or_else(|_| "/".into());
     // SAFETY: getuid cannot fail.
     let owner = unsafe { libc::getuid() };
+    // A root's cwd the daemon cannot list (started as an ordinary user in
+    // root's home, say): the facts of an ask that depend on it cannot be
+    // established, so such asks go to a person, never to a rule's allow.
+    // Said at start, where the operator looks, not found as a wait later.
+    if let Err(error) = std::fs::read_dir(&cwd) {
+        tracing::warn!(%cwd, uid = owner, %error, "the root sessions' cwd cannot be read by this daemon: asks whose facts need it (a bash line's paths, a file's aliases) will wait for a person; start permfs in a directory it can read");
+    }
     let roots = match root_specs(loader.global_config().extensions.get("roots")) {
         Ok(roots) => roots,
         Err(error) => {
