@@ -642,21 +642,33 @@ impl Inner {
             return reply.error(Errno::ENOENT);
         };
         let exchange = op.flags & libc::RENAME_EXCHANGE != 0;
-        let listed = |dir: &OwnedFd, name: &OsStr| match moves::subtree(dir, name) {
-            Ok(Some(names)) => Ok(names),
-            Ok(None) => Err(Errno::ENOENT),
-            Err(error) if error.raw_os_error() == Some(libc::E2BIG) => {
-                tracing::warn!(session = %self.session, from = %from.display(), "view: a rename moves more than {} entries: refused", moves::MAX_MOVED);
-                Err(Errno::EACCES)
+        // The daemon's own mount and state dir are never entered (their
+        // names are judged, and the guards deny them).
+        let listed = |dir: &OwnedFd, name: &OsStr, base: &Path| {
+            let enter = |rel: &Path| {
+                let path = if rel.as_os_str().is_empty() {
+                    base.to_path_buf()
+                } else {
+                    base.join(rel)
+                };
+                !super::hidden::is_hidden_path(&path)
+            };
+            match moves::subtree(dir, name, &enter) {
+                Ok(Some(names)) => Ok(names),
+                Ok(None) => Err(Errno::ENOENT),
+                Err(error) if error.raw_os_error() == Some(libc::E2BIG) => {
+                    tracing::warn!(session = %self.session, from = %from.display(), "view: a rename moves more than {} entries: refused", moves::MAX_MOVED);
+                    Err(Errno::EACCES)
+                }
+                Err(error) => Err(io_errno(error)),
             }
-            Err(error) => Err(io_errno(error)),
         };
-        let moved = match listed(&from_dir, &op.name) {
+        let moved = match listed(&from_dir, &op.name, &from) {
             Ok(names) => names,
             Err(e) => return reply.error(e),
         };
         let swapped = if exchange {
-            match listed(&to_dir, &op.newname) {
+            match listed(&to_dir, &op.newname, &to) {
                 Ok(names) => names,
                 Err(e) => return reply.error(e),
             }

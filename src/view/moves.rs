@@ -35,9 +35,17 @@ pub const MAX_MOVED: usize = 500_000;
 
 /// The names under `name` in `dir`, relative to it, the entry itself
 /// first (as the empty path), parents before children. A symbolic link is
-/// an entry, never followed. `Ok(None)`: there is no such entry. Past
-/// [`MAX_MOVED`] entries: `Err(E2BIG)`.
-pub fn subtree(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<Vec<PathBuf>>> {
+/// an entry, never followed. A directory `enter` refuses (by its relative
+/// path: the daemon's own mount and state dir, which it never looks into)
+/// is listed as an entry but not entered: its name alone decides (the
+/// guards deny it). A directory of another filesystem below: `Err(EXDEV)`.
+/// `Ok(None)`: there is no such entry. Past [`MAX_MOVED`] entries:
+/// `Err(E2BIG)`.
+pub fn subtree(
+    dir: &OwnedFd,
+    name: &OsStr,
+    enter: &dyn Fn(&Path) -> bool,
+) -> io::Result<Option<Vec<PathBuf>>> {
     let st = match sys::stat_at(dir.as_raw_fd(), name) {
         Ok(st) => st,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
@@ -47,24 +55,35 @@ pub fn subtree(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<Vec<PathBuf>>> 
     if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return Ok(Some(entries));
     }
+    if !enter(Path::new("")) {
+        return Ok(Some(entries));
+    }
     let top = sys::open_at(
         dir.as_raw_fd(),
         name,
         libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
         0,
     )?;
+    let device = sys::stat_fd(top.as_raw_fd())?.st_dev;
     let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(top, PathBuf::new())];
     while let Some((fd, rel)) = stack.pop() {
         for entry in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
             let entry = entry?;
             let child = rel.join(entry.file_name());
-            if entry.file_type()?.is_dir() {
+            if entry.file_type()?.is_dir() && enter(&child) {
                 let sub = sys::open_at(
                     fd.as_raw_fd(),
                     &entry.file_name(),
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
                     0,
                 )?;
+                if sys::stat_fd(sub.as_raw_fd())?.st_dev != device {
+                    // Another filesystem mounted below: what it holds is
+                    // not this listing's to judge. `EXDEV`, as for a move
+                    // between filesystems: `mv` then copies, and each
+                    // file is judged as it is opened.
+                    return Err(io::Error::from_raw_os_error(libc::EXDEV));
+                }
                 stack.push((sub, child.clone()));
             }
             entries.push(child);
@@ -167,7 +186,8 @@ mod tests {
         std::fs::write(top.join("a/b/deep"), "d").expect("file");
         std::os::unix::fs::symlink("/etc", top.join("etc")).expect("link");
         let fd = dir_fd(tmp.path());
-        let mut names = subtree(&fd, OsStr::new("private"))
+        let all = |_: &Path| true;
+        let mut names = subtree(&fd, OsStr::new("private"), &all)
             .expect("listed")
             .expect("exists");
         assert_eq!(names[0], PathBuf::new(), "the entry itself comes first");
@@ -177,8 +197,19 @@ mod tests {
             .map(PathBuf::from)
             .collect();
         assert_eq!(names, want);
-        assert!(subtree(&fd, OsStr::new("missing")).expect("ok").is_none());
-        let file = subtree(&dir_fd(&top), OsStr::new("key.txt"))
+        assert!(subtree(&fd, OsStr::new("missing"), &all)
+            .expect("ok")
+            .is_none());
+        let not_a = |rel: &Path| rel != Path::new("a");
+        let mut kept = subtree(&fd, OsStr::new("private"), &not_a)
+            .expect("listed")
+            .expect("exists");
+        kept.sort();
+        assert!(
+            kept.contains(&PathBuf::from("a")) && !kept.contains(&PathBuf::from("a/b")),
+            "a directory not entered is listed, not walked: {kept:?}"
+        );
+        let file = subtree(&dir_fd(&top), OsStr::new("key.txt"), &all)
             .expect("ok")
             .expect("exists");
         assert_eq!(file, vec![PathBuf::new()]);
