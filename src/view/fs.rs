@@ -645,14 +645,7 @@ impl Inner {
         // The daemon's own mount and state dir are never entered (their
         // names are judged, and the guards deny them).
         let listed = |dir: &OwnedFd, name: &OsStr, base: &Path| {
-            let enter = |rel: &Path| {
-                let path = if rel.as_os_str().is_empty() {
-                    base.to_path_buf()
-                } else {
-                    base.join(rel)
-                };
-                !super::hidden::is_hidden_path(&path)
-            };
+            let enter = |rel: &Path| !super::hidden::is_hidden_path(&moves::join(base, rel));
             match moves::subtree(dir, name, &enter) {
                 Ok(Some(names)) => Ok(names),
                 Ok(None) => Err(Errno::ENOENT),

@@ -128,7 +128,7 @@ pub fn accesses(
 
 /// `base/rel`, and `base` itself for the empty `rel` (`Path::join` of an
 /// empty path would add a trailing `/`).
-fn join(base: &Path, rel: &Path) -> PathBuf {
+pub fn join(base: &Path, rel: &Path) -> PathBuf {
     if rel.as_os_str().is_empty() {
         base.to_path_buf()
     } else {
