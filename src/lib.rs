@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod engine;
 pub mod facts;
+pub mod kernel;
 pub mod mount;
 pub mod policy;
 pub mod session;

@@ -86,9 +86,25 @@ pub struct RunArgs {
     /// asked through the hook are still judged).
     #[arg(long)]
     pub no_view: bool,
+    /// How the views judge: `fuse` (a FUSE view over each root) or
+    /// `kernel` (the roots bound directly; fanotify judges reads and
+    /// remembers allows, seccomp sends writes to the daemon; needs a root
+    /// daemon). docs/kernel-mechanism.md.
+    #[arg(long, value_enum, default_value = "fuse")]
+    pub mechanism: Mechanism,
     /// The command to run in the sandbox, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// How a sandbox's roots are judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mechanism {
+    /// A FUSE view over each root (every open a round trip).
+    Fuse,
+    /// fanotify for reads (allows remembered by the kernel) and seccomp
+    /// for writes, on the roots bound directly.
+    Kernel,
 }
 
 /// Everything the sandbox is made of, decided before anything starts.
@@ -121,6 +137,9 @@ pub struct Sandbox {
     /// This `permfs` binary on the host, bound in to apply the Landlock
     /// wall (`permfs wall`) before the command; `None` with `--no-view`.
     pub wall: Option<PathBuf>,
+    /// The roots are judged by the kernel mechanism: `views` bind each
+    /// root at itself, and the wall hands the daemon its seccomp listener.
+    pub kernel: bool,
     pub command: Vec<OsString>,
 }
 
@@ -303,12 +322,20 @@ fn start(args: RunArgs) -> Result<i32, String> {
     if args.no_view {
         eprintln!("permfs run: --no-view: the cwd is bound plainly; programs in the sandbox read and write it without judgment");
     }
-    let line = spawn_line(&name, &args, &cwd, &view_roots)?;
+    let kernel = args.mechanism == Mechanism::Kernel && !view_roots.is_empty();
+    let mut line = spawn_line(&name, &args, &cwd, &view_roots)?;
+    if kernel {
+        line = line.replace(" lease\n", " kernel lease\n");
+    }
     // From here on a signal is noted, never fatal, so the session is
     // always ended; one that came before the command started stops it.
     catch_signals();
     let session = Session::spawn(&tree, &parent, &id, &line)?;
-    let views = session_views(&tree, &id, &view_roots)?;
+    let views = if kernel {
+        view_roots.iter().map(|r| (r.clone(), r.clone())).collect()
+    } else {
+        session_views(&tree, &id, &view_roots)?
+    };
     let sandbox = Sandbox {
         session_dir: tree.dir(&id),
         hidden,
@@ -325,9 +352,13 @@ fn start(args: RunArgs) -> Result<i32, String> {
             let exe = std::env::current_exe().map_err(|e| {
                 format!("cannot find the permfs binary for the sandbox's wall: {e}")
             })?;
-            Some(wall_binary(exe, args.uid.filter(|_| euid == 0), &views)?)
+            // (The kernel mechanism's views are the roots themselves: there
+            // is no views directory to stage the binary in.)
+            let uid = args.uid.filter(|_| euid == 0 && !kernel);
+            Some(wall_binary(exe, uid, &views)?)
         },
         views,
+        kernel,
         command: args.command,
     };
     if let Some(pi) = &sandbox.pi {
@@ -973,10 +1004,15 @@ fn sandbox_plan(sandbox: &Sandbox) -> (Vec<OsString>, Vec<FdBind>) {
     // The mount and the state dir: under a view the view refuses them;
     // under a directory bound from the host, an empty read-only tmpfs
     // covers them, after every bind that could hold them.
-    let in_view = |path: &Path| sandbox.views.iter().any(|(root, _)| path.starts_with(root));
+    let in_view = |path: &Path| {
+        !sandbox.kernel && sandbox.views.iter().any(|(root, _)| path.starts_with(root))
+    };
     let mut from_host: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
     if !in_view(&sandbox.cwd) {
         from_host.push(sandbox.cwd.clone());
+    }
+    if sandbox.kernel {
+        from_host.extend(sandbox.views.iter().map(|(root, _)| root.clone()));
     }
     from_host.extend(
         binds
@@ -1009,6 +1045,9 @@ fn sandbox_plan(sandbox: &Sandbox) -> (Vec<OsString>, Vec<FdBind>) {
 /// they are not views).
 fn wall_words(sandbox: &Sandbox) -> Vec<OsString> {
     let mut words: Vec<OsString> = vec![WALL_PATH.into(), "wall".into()];
+    if sandbox.kernel {
+        words.push("--kernel".into());
+    }
     let mut read: Vec<PathBuf> = SYSTEM_DIRS.iter().map(PathBuf::from).collect();
     read.push("/proc".into());
     read.push("/run/permfs".into());
@@ -1382,6 +1421,7 @@ mod tests {
             protected: Vec::new(),
             views: Vec::new(),
             wall: None,
+            kernel: false,
             command: vec!["sh".into(), "-c".into(), "true".into()],
         }
     }

@@ -27,6 +27,11 @@ pub struct WallArgs {
     /// Readable, runnable and writable beneath DIR.
     #[arg(long = "write", value_name = "DIR")]
     pub write: Vec<PathBuf>,
+    /// The kernel mechanism: install the seccomp filter and hand its
+    /// listener and this Landlock ruleset to the daemon through the
+    /// session's `ctl` (at `/permfs/ctl`) before the command runs.
+    #[arg(long)]
+    pub kernel: bool,
     /// The command, after `--`.
     #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
@@ -37,8 +42,19 @@ const ABI_WANTED: ABI = ABI::V6;
 
 pub fn run(args: WallArgs) -> i32 {
     match restrict(&args) {
-        Ok(RulesetStatus::FullyEnforced) => {}
-        Ok(status) => {
+        Ok((RulesetStatus::FullyEnforced, ruleset)) => {
+            if args.kernel {
+                if let Err(error) = enforce(ruleset) {
+                    eprintln!("permfs run: the kernel mechanism could not start: {error}");
+                    return super::run::FAILED;
+                }
+            }
+        }
+        Ok(_) if args.kernel => {
+            eprintln!("permfs run: the kernel mechanism needs the kernel's full Landlock (ABI 6 or later); use --mechanism fuse");
+            return super::run::FAILED;
+        }
+        Ok((status, _)) => {
             eprintln!("permfs run: the kernel's Landlock enforces the second wall only in part ({status:?}); the view still judges every open");
         }
         Err(error) => {
@@ -58,10 +74,14 @@ pub fn run(args: WallArgs) -> i32 {
     }
 }
 
-fn restrict(args: &WallArgs) -> Result<RulesetStatus, landlock::RulesetError> {
+/// Applies the ruleset; returns its status and, for the kernel mechanism,
+/// a copy of the ruleset (the daemon's workers take the same wall).
+fn restrict(
+    args: &WallArgs,
+) -> Result<(RulesetStatus, Option<std::os::fd::OwnedFd>), landlock::RulesetError> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
-    let status = Ruleset::default()
+    let created = Ruleset::default()
         .handle_access(all)?
         .create()?
         // A directory this sandbox lacks (`/lib32`, say) is no rule.
@@ -72,7 +92,47 @@ fn restrict(args: &WallArgs) -> Result<RulesetStatus, landlock::RulesetError> {
         .add_rules(path_beneath_rules(
             args.write.iter().filter(|p| p.exists()),
             all,
-        ))?
-        .restrict_self()?;
-    Ok(status.ruleset)
+        ))?;
+    // A copy the ruleset cannot be made of leaves the daemon's workers
+    // without it: the daemon then refuses the sandbox (`enforce` below
+    // names no ruleset, and the kernel mechanism requires one).
+    let copy = if args.kernel {
+        created
+            .try_clone()
+            .ok()
+            .and_then(Option::<std::os::fd::OwnedFd>::from)
+    } else {
+        None
+    };
+    let status = created.restrict_self()?;
+    Ok((status.ruleset, copy))
+}
+
+/// Installs the kernel mechanism's seccomp filter and tells the daemon,
+/// which takes the listener and the ruleset from this process and marks
+/// the sandbox's mounts before the write returns. The listener is closed
+/// here before the command runs (it would let the command answer its own
+/// calls).
+fn enforce(ruleset: Option<std::os::fd::OwnedFd>) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let ctl_path = std::path::Path::new(super::run::SESSION_PATH).join("ctl");
+    // Opened before the filter: an open for writing is one of the calls
+    // the filter sends to the daemon, which has no listener yet.
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ctl_path)
+        .map_err(|e| format!("{}: {e}", ctl_path.display()))?;
+    let listener = crate::kernel::filter::install().map_err(|e| format!("seccomp: {e}"))?;
+    let mut line = format!("enforce listener={}", listener.as_raw_fd());
+    if let Some(ruleset) = &ruleset {
+        line.push_str(&format!(" ruleset={}", ruleset.as_raw_fd()));
+    }
+    line.push('\n');
+    ctl.write_all(line.as_bytes())
+        .map_err(|e| format!("the daemon refused the sandbox: {e}"))?;
+    drop(listener);
+    drop(ruleset);
+    drop(ctl);
+    Ok(())
 }

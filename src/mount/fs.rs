@@ -111,6 +111,9 @@ pub struct PermFs {
     authority: Arc<Authority>,
     /// The enforcement views this mount makes for `spawn … view=DIR`.
     pub views: std::sync::OnceLock<Arc<crate::view::Views>>,
+    /// The kernel mechanism's sandboxes (`spawn … kernel`, `enforce`);
+    /// unset where the daemon cannot run it.
+    pub kernel: std::sync::OnceLock<Arc<crate::kernel::Kernel>>,
     /// The outbox names created and not yet asked, for a server that takes
     /// the connection over (`DraftLog`); none without a state dir.
     pub draft_log: std::sync::OnceLock<DraftLog>,
@@ -279,6 +282,7 @@ impl PermFs {
             fills: AtomicUsize::new(0),
             max_fills: workers.saturating_sub(1).max(1),
             views: std::sync::OnceLock::new(),
+            kernel: std::sync::OnceLock::new(),
             draft_log: std::sync::OnceLock::new(),
             recovered: Mutex::new(HashMap::new()),
             recovered_partials: Mutex::new(HashMap::new()),
@@ -487,6 +491,7 @@ impl PermFs {
                 spec,
                 lease,
                 views,
+                kernel,
             } => {
                 if !views.is_empty() {
                     self.may_open_views(caller)?;
@@ -497,7 +502,15 @@ impl PermFs {
                 } else {
                     return self.authority.spawn(session, &name, spec, caller).map(drop);
                 };
-                if let Err(error) = self.open_views(&id, serial, &views) {
+                let opened = if kernel {
+                    match self.kernel.get() {
+                        Some(k) => k.plan(&id, serial, &views),
+                        None => Err("this daemon cannot run the kernel mechanism (it needs root and fanotify permission events)".into()),
+                    }
+                } else {
+                    self.open_views(&id, serial, &views)
+                };
+                if let Err(error) = opened {
                     // No session without the views it was spawned for.
                     self.authority.end_leased(&id, serial);
                     return Err(AuthorityError::Invalid(error));
@@ -530,6 +543,25 @@ impl PermFs {
                 let ended = self.authority.end_child(session, &name, caller);
                 self.sweep_views();
                 ended
+            }
+            ControlCommand::Enforce { listener, ruleset } => {
+                // Only from inside the sandbox, which holds the
+                // descriptors named (the operator has no standing here).
+                if caller.in_daemon_namespace {
+                    return Err(AuthorityError::PermissionDenied(
+                        "enforce is said by permfs wall inside a sandbox".into(),
+                    ));
+                }
+                let kernel = self.kernel.get().ok_or_else(|| {
+                    AuthorityError::Invalid("this daemon runs no kernel mechanism".into())
+                })?;
+                let serial = self
+                    .authority
+                    .with_tree(|t| t.get(session).map(|s| s.serial))
+                    .ok_or_else(|| AuthorityError::NotFound(format!("no session {session:?}")))?;
+                kernel
+                    .attach(session, serial, pid, listener, ruleset)
+                    .map_err(AuthorityError::Invalid)
             }
         }
     }
@@ -572,6 +604,9 @@ impl PermFs {
     pub fn sweep_views(&self) {
         if let Some(views) = self.views.get() {
             views.sweep();
+        }
+        if let Some(kernel) = self.kernel.get() {
+            kernel.sweep();
         }
     }
 }

@@ -407,6 +407,16 @@ pub fn serve(
     // server had read is re-sent here.
     views.adopt(kept_views);
     let _ = filesystem.views.set(Arc::clone(&views));
+    match crate::kernel::available() {
+        Ok(()) => {
+            let _ = filesystem
+                .kernel
+                .set(crate::kernel::Kernel::new(Arc::clone(&authority)));
+        }
+        Err(reason) => {
+            tracing::info!(%reason, "the kernel mechanism is not available: permfs run uses FUSE views")
+        }
+    }
     let woken = Arc::clone(&filesystem.woken);
     authority.set_release_pacer(move || parking::pace_release(&woken));
     let parked_at_exit = Arc::clone(&filesystem.parked);

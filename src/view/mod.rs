@@ -26,7 +26,7 @@
 
 mod fs;
 mod hidden;
-mod moves;
+pub(crate) mod moves;
 mod nodelog;
 mod nodes;
 mod sys;
@@ -34,6 +34,7 @@ mod verdicts;
 
 pub use fs::ViewFs;
 pub use hidden::{hide_dir, hide_mount};
+pub use sys::command_line;
 
 use crate::mount::keeper::Keeper;
 use crate::session::Authority;

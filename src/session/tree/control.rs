@@ -3,7 +3,14 @@
 //! ```text
 //! spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] [view=/abs/dir ...]
 //! end <child>
+//! enforce listener=FD [ruleset=FD]
 //! ```
+//!
+//! `kernel` with `view=DIR` serves DIR through the kernel mechanism
+//! (`src/kernel/`) instead of a FUSE view: the sandbox binds DIR itself,
+//! and its `permfs wall` then says `enforce` from inside, naming its
+//! seccomp listener and Landlock ruleset descriptors, which the daemon
+//! takes (once per session) and judges the sandbox's opens and writes by.
 //!
 //! `view=DIR` (repeatable) serves DIR to the child through an enforcement
 //! view (`src/view/`): only the operator, from the daemon's own mount
@@ -30,13 +37,21 @@ pub enum ControlCommand {
         lease: bool,
         /// Roots to serve through enforcement views.
         views: Vec<String>,
+        /// The views by the kernel mechanism, not FUSE.
+        kernel: bool,
     },
     End {
         name: String,
     },
+    /// From inside a kernel-mechanism sandbox: its seccomp listener and
+    /// Landlock ruleset, as descriptor numbers in the writer.
+    Enforce {
+        listener: i32,
+        ruleset: Option<i32>,
+    },
 }
 
-const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] [view=/abs/dir ...] | end <child>";
+const USAGE: &str = "spawn <child> [agent=NAME] [cwd=/abs/dir] [interactive] [asker=UID] [decider=UID] [lease] [view=/abs/dir ...] [kernel] | end <child> | enforce listener=FD [ruleset=FD]";
 
 impl ControlCommand {
     /// Parses one command; the error names what was wrong and the usage.
@@ -50,6 +65,7 @@ impl ControlCommand {
                     .to_string();
                 let mut spec = SpawnSpec::default();
                 let mut lease = false;
+                let mut kernel = false;
                 let mut views: Vec<String> = Vec::new();
                 for word in words {
                     match word.split_once('=') {
@@ -81,14 +97,19 @@ impl ControlCommand {
                         None if word == "interactive" => spec.interactive = true,
                         None if word == "lease" && !lease => lease = true,
                         None if word == "lease" => return Err("lease is given twice".into()),
+                        None if word == "kernel" => kernel = true,
                         _ => return Err(format!("unknown spawn option {word:?}: {USAGE}")),
                     }
+                }
+                if kernel && views.is_empty() {
+                    return Err("kernel needs view=DIR: it names how the views are served".into());
                 }
                 Ok(Self::Spawn {
                     name,
                     spec,
                     lease,
                     views,
+                    kernel,
                 })
             }
             Some("end") => {
@@ -100,6 +121,25 @@ impl ControlCommand {
                     None => Ok(Self::End { name }),
                     Some(extra) => Err(format!("end takes one child name; {extra:?} is extra")),
                 }
+            }
+            Some("enforce") => {
+                let (mut listener, mut ruleset) = (None, None);
+                for word in words {
+                    let fd = |v: &str| {
+                        v.parse::<i32>()
+                            .ok()
+                            .filter(|n| *n >= 0)
+                            .ok_or_else(|| format!("{word:?}: a descriptor number"))
+                    };
+                    match word.split_once('=') {
+                        Some(("listener", v)) => set_once(&mut listener, fd(v)?, "listener")?,
+                        Some(("ruleset", v)) => set_once(&mut ruleset, fd(v)?, "ruleset")?,
+                        _ => return Err(format!("unknown enforce option {word:?}: {USAGE}")),
+                    }
+                }
+                let listener =
+                    listener.ok_or_else(|| format!("enforce needs listener=FD: {USAGE}"))?;
+                Ok(Self::Enforce { listener, ruleset })
             }
             _ => Err(format!("unknown command {:?}: {USAGE}", text.trim())),
         }
@@ -133,6 +173,7 @@ mod tests {
             spec,
             lease,
             views,
+            ..
         } = command
         else {
             panic!("a spawn");

@@ -18,7 +18,20 @@ pub fn generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 
+/// What else remembers verdicts (the kernel mechanism's fanotify groups):
+/// told at once, on the thread that changed the policy.
+type Hook = Box<dyn Fn() + Send + Sync>;
+static HOOKS: std::sync::Mutex<Vec<Hook>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds `hook`, run at every [`invalidate`] (for the daemon's life).
+pub fn on_invalidate(hook: Hook) {
+    HOOKS.lock().unwrap_or_else(|p| p.into_inner()).push(hook);
+}
+
 /// Marks every cached path verdict stale.
 pub(crate) fn invalidate() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    for hook in HOOKS.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        hook();
+    }
 }

@@ -194,6 +194,41 @@ impl Authority {
         })
     }
 
+    /// What the policies judging `session` are now, by identity: the
+    /// loader hands out the same policy until a layer file changes, so a
+    /// different stamp means a verdict may have changed (the kernel
+    /// mechanism then drops what the kernel remembers). A policy that
+    /// cannot be had stamps as 0, which differs from any loaded one.
+    pub fn policy_stamp(&self, session: &str) -> Vec<usize> {
+        let (cwd, chain, agents) = {
+            let state = lock(&self.state);
+            let Some(node) = state.tree.get(session) else {
+                return Vec::new();
+            };
+            (
+                node.cwd.clone(),
+                crate::session::walk::chain_cwds(&state.tree, session),
+                crate::session::walk::agents_for(&state.tree, session),
+            )
+        };
+        let mut stamp = Vec::new();
+        for agent in &agents {
+            stamp.push(
+                self.loader
+                    .policy(&cwd, agent.as_deref())
+                    .map_or(0, |p| Arc::as_ptr(&p) as usize),
+            );
+        }
+        for at in &chain {
+            stamp.push(
+                self.loader
+                    .policy(at, None)
+                    .map_or(0, |p| Arc::as_ptr(&p) as usize),
+            );
+        }
+        stamp
+    }
+
     /// The facts of `accesses` at `session` (absolute paths, as the view
     /// serves them at their own path), or `None` for no such session.
     pub fn path_facts(&self, session: &str, accesses: &[(String, Access)]) -> Option<FactSet> {

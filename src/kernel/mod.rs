@@ -1,0 +1,450 @@
+//! The kernel mechanism: `permfs run --mechanism kernel` judges every open
+//! and every write of its roots with the kernel's own hooks instead of a
+//! FUSE view, so that what the policy allowed once costs nothing the next
+//! time.
+//!
+//! - The sandbox binds its roots themselves (no FUSE in the way).
+//! - Read opens: a fanotify group per sandbox, marks on the sandbox's own
+//!   mounts of its roots, an inode ignore mark per allowed file: the
+//!   kernel answers a repeated allowed open without asking the daemon
+//!   (`fanotify.rs`).
+//! - Everything that may write or change a name: a seccomp filter in the
+//!   sandbox sends it to the daemon, which judges it and performs it
+//!   itself (`filter.rs`, `notify.rs`).
+//! - The Landlock wall stays, and binds the daemon's workers too.
+//!
+//! The daemon learns of a sandbox twice: at `spawn … view=DIR kernel`
+//! (which roots, [`Kernel::plan`]), and from inside it, when `permfs wall`
+//! writes `enforce listener=FD ruleset=FD` to the session's `ctl` before it
+//! execs the command ([`Kernel::attach`]): the daemon takes the wall's
+//! seccomp listener and Landlock ruleset with `pidfd_getfd`, marks the
+//! sandbox's mounts through `/proc/<pid>/root`, and only then lets the
+//! write return, so the command never runs unjudged. One `enforce` per
+//! session; later ones are refused.
+//!
+//! It needs the daemon to be root (fanotify's content class needs
+//! `CAP_SYS_ADMIN`); [`available`] says whether it can run here, and
+//! `permfs run` falls back to the FUSE view when it cannot, saying so.
+
+pub mod filter;
+
+mod fanotify;
+mod judge;
+mod notify;
+
+use crate::session::Authority;
+use judge::Judge;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Whether this process can run the kernel mechanism: a fanotify content
+/// group can be made (root, a kernel with permission events).
+pub fn available() -> Result<(), String> {
+    fanotify::Group::new()
+        .map(drop)
+        .map_err(|e| format!("no fanotify permission events here ({e})"))
+}
+
+/// One sandbox judged by the kernel mechanism.
+pub struct Sandbox {
+    judge: Arc<Judge>,
+    group: Arc<fanotify::Group>,
+    /// The daemon's own `/proc`, for workers inside the sandbox.
+    host_proc: OwnedFd,
+    /// Held exclusively while a rename lists, judges and moves a subtree;
+    /// shared while a create checks its directory and makes the name.
+    namespace: RwLock<()>,
+    /// The roots judged, as the sandbox sees them (canonical).
+    roots: Vec<String>,
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+    mnt_ns: OwnedFd,
+    root: OwnedFd,
+    ruleset: Option<OwnedFd>,
+    stop: AtomicBool,
+}
+
+impl Sandbox {
+    /// Whether `path` lies in one of the roots (judged there).
+    fn inside(&self, path: &str) -> bool {
+        self.roots.iter().any(|root| {
+            path == root
+                || (path.starts_with(root.as_str())
+                    && (root == "/" || path.as_bytes().get(root.len()) == Some(&b'/')))
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Makes the calling thread a worker of this sandbox for good: its
+    /// mount namespace and root, its Landlock domain, its credentials, no
+    /// capabilities.
+    fn enter(&self) -> std::io::Result<()> {
+        let fail = |rc: libc::c_long| {
+            if rc < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        // SAFETY: thread-local changes of this worker thread alone
+        // (CLONE_FS is unshared first, so root, cwd and umask are its own;
+        // credentials and Landlock domains are per thread in Linux).
+        unsafe {
+            fail(libc::unshare(libc::CLONE_FS).into())?;
+            fail(libc::setns(self.mnt_ns.as_raw_fd(), libc::CLONE_NEWNS).into())?;
+            fail(libc::fchdir(self.root.as_raw_fd()).into())?;
+            fail(libc::chroot(c".".as_ptr()).into())?;
+            if let Some(ruleset) = &self.ruleset {
+                fail(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+                fail(libc::syscall(
+                    libc::SYS_landlock_restrict_self,
+                    ruleset.as_raw_fd(),
+                    0,
+                ))?;
+            }
+            fail(libc::syscall(
+                libc::SYS_setgroups,
+                self.groups.len(),
+                self.groups.as_ptr(),
+            ))?;
+            libc::setfsgid(self.gid);
+            libc::setfsuid(self.uid);
+            // No capability is left: the worker may do what the sandbox
+            // may, not what root may.
+            let header = CapHeader {
+                version: 0x2008_0522,
+                pid: 0,
+            };
+            let data = [CapData::default(); 2];
+            fail(libc::syscall(
+                libc::SYS_capset,
+                std::ptr::addr_of!(header),
+                data.as_ptr(),
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Every kernel-mechanism sandbox the daemon judges.
+pub struct Kernel {
+    authority: Arc<Authority>,
+    /// Roots planned at spawn, by (session, serial), until `enforce`.
+    planned: Mutex<HashMap<(String, u64), Vec<String>>>,
+    running: Mutex<HashMap<(String, u64), Arc<Sandbox>>>,
+}
+
+impl Kernel {
+    pub fn new(authority: Arc<Authority>) -> Arc<Self> {
+        let kernel = Arc::new(Self {
+            authority,
+            planned: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+        });
+        // A verdict that may have changed (a grant recorded or revoked,
+        // the global config re-read) drops what every group remembers.
+        let weak = Arc::downgrade(&kernel);
+        crate::session::tree::generation::on_invalidate(Box::new(move || {
+            if let Some(kernel) = weak.upgrade() {
+                kernel.flush_all();
+            }
+        }));
+        kernel
+    }
+
+    fn flush_all(&self) {
+        if let Ok(running) = self.running.lock() {
+            for sandbox in running.values() {
+                sandbox.group.flush();
+            }
+        }
+    }
+
+    /// Notes the roots of a session spawned `kernel`.
+    pub fn plan(&self, id: &str, serial: u64, roots: &[String]) -> Result<(), String> {
+        available()?;
+        if let Ok(mut planned) = self.planned.lock() {
+            planned.insert((id.to_string(), serial), roots.to_vec());
+        }
+        Ok(())
+    }
+
+    /// The sandbox of session `id` says where it is: process `pid` holds
+    /// its seccomp listener at `listener` and its Landlock ruleset at
+    /// `ruleset`. Returns once every root is marked and both are taken.
+    pub fn attach(
+        &self,
+        id: &str,
+        serial: u64,
+        pid: u32,
+        listener: i32,
+        ruleset: Option<i32>,
+    ) -> Result<(), String> {
+        let key = (id.to_string(), serial);
+        let roots = self
+            .planned
+            .lock()
+            .ok()
+            .and_then(|mut planned| planned.remove(&key))
+            .ok_or_else(|| {
+                format!("session {id} was not spawned for the kernel mechanism, or has said enforce already")
+            })?;
+        let pid = thread_group(pid);
+        let pidfd = pidfd(pid).map_err(|e| format!("the sandbox's process {pid}: {e}"))?;
+        let take = |fd: i32| -> Result<OwnedFd, String> {
+            // SAFETY: plain syscall; the result is checked.
+            let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+            if got < 0 {
+                return Err(format!(
+                    "descriptor {fd} of process {pid}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            // SAFETY: a new descriptor owned here.
+            Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
+        };
+        let listener = take(listener)?;
+        // The workers act in the sandbox under its own Landlock wall: a
+        // sandbox that cannot hand it over is not judged at all.
+        let ruleset = Some(take(ruleset.ok_or("enforce names no Landlock ruleset")?)?);
+        let open = |path: String, flags: i32| -> Result<OwnedFd, String> {
+            let c = CString::new(path.clone()).map_err(|_| format!("{path}: a NUL"))?;
+            // SAFETY: plain open; the result is checked.
+            let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return Err(format!("{path}: {}", std::io::Error::last_os_error()));
+            }
+            // SAFETY: a new descriptor owned here.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        };
+        let (uid, gid, groups) = credentials(pid)?;
+        let group = Arc::new(fanotify::Group::new().map_err(|e| format!("fanotify: {e}"))?);
+        // Every mount of the sandbox at or below a root: the root's own
+        // bind and what is bound over parts of it (the read-only
+        // governing entries, a hidden directory's tmpfs).
+        let mounts = mount_points(pid)?;
+        let within = |mp: &str| {
+            roots.iter().any(|root| {
+                mp == root
+                    || (mp.starts_with(root.as_str())
+                        && mp.as_bytes().get(root.len()) == Some(&b'/'))
+            })
+        };
+        let mut marked = 0;
+        for mp in mounts.iter().filter(|mp| within(mp)) {
+            let at = CString::new(format!("/proc/{pid}/root{mp}"))
+                .map_err(|_| format!("{mp}: a NUL"))?;
+            group
+                .mark_mount(&at)
+                .map_err(|e| format!("marking the sandbox's mount {mp}: {e}"))?;
+            marked += 1;
+        }
+        if roots.iter().any(|root| !mounts.iter().any(|mp| mp == root)) {
+            return Err(format!(
+                "a root is not a mount of its own in the sandbox (roots {roots:?}): nothing would judge it"
+            ));
+        }
+        let sandbox = Arc::new(Sandbox {
+            judge: Arc::new(Judge {
+                authority: Arc::clone(&self.authority),
+                session: id.to_string(),
+                tag: format!("{serial}"),
+            }),
+            group: Arc::clone(&group),
+            host_proc: open("/proc".into(), libc::O_PATH | libc::O_DIRECTORY)?,
+            namespace: RwLock::new(()),
+            roots: roots.clone(),
+            uid,
+            gid,
+            groups,
+            mnt_ns: open(format!("/proc/{pid}/ns/mnt"), libc::O_RDONLY)?,
+            root: open(
+                format!("/proc/{pid}/root"),
+                libc::O_PATH | libc::O_DIRECTORY,
+            )?,
+            ruleset,
+            stop: AtomicBool::new(false),
+        });
+        {
+            let (group, judge) = (Arc::clone(&group), Arc::clone(&sandbox.judge));
+            let watched = Arc::clone(&sandbox);
+            std::thread::Builder::new()
+                .name("permfs-kernel-fanotify".into())
+                .spawn(move || fanotify::serve(group, judge, &|| watched.stopped()))
+                .map_err(|e| format!("no thread: {e}"))?;
+        }
+        {
+            let watched = Arc::clone(&sandbox);
+            std::thread::Builder::new()
+                .name("permfs-kernel-names".into())
+                .spawn(move || watched.group.watch_names(&|| watched.stopped()))
+                .map_err(|e| format!("no thread: {e}"))?;
+        }
+        {
+            let sandbox = Arc::clone(&sandbox);
+            std::thread::Builder::new()
+                .name("permfs-kernel-seccomp".into())
+                .spawn(move || {
+                    notify::serve(Arc::clone(&sandbox), listener);
+                    // The sandbox is gone (or its session ended and the
+                    // listener closed): its group has nothing pending.
+                    sandbox.stop.store(true, Ordering::Release);
+                })
+                .map_err(|e| format!("no thread: {e}"))?;
+        }
+        {
+            let sandbox = Arc::clone(&sandbox);
+            let authority = Arc::clone(&self.authority);
+            let session = id.to_string();
+            std::thread::Builder::new()
+                .name("permfs-kernel-watch".into())
+                .spawn(move || watch_policy(&authority, &session, &sandbox))
+                .map_err(|e| format!("no thread: {e}"))?;
+        }
+        tracing::info!(session = %id, pid, roots = ?roots, mounts = marked, "kernel: the sandbox is judged by fanotify and seccomp");
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(key, sandbox);
+        }
+        Ok(())
+    }
+
+    /// Forgets sandboxes whose processes are gone; a session that ended
+    /// while its sandbox still runs has every later open refused.
+    pub fn sweep(&self) {
+        if let Ok(mut planned) = self.planned.lock() {
+            planned.retain(|(id, serial), _| self.authority.is_session(id, *serial));
+        }
+        if let Ok(mut running) = self.running.lock() {
+            running.retain(|(id, serial), sandbox| {
+                if !self.authority.is_session(id, *serial) {
+                    sandbox.group.ended.store(true, Ordering::Release);
+                }
+                !sandbox.stopped()
+            });
+        }
+    }
+}
+
+/// Flushes the group when the policy that judges the session changes (an
+/// edited rules file, seen by the loader within its quarter second).
+fn watch_policy(authority: &Authority, session: &str, sandbox: &Sandbox) {
+    let mut last = authority.policy_stamp(session);
+    while !sandbox.stopped() {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let now = authority.policy_stamp(session);
+        if now != last {
+            tracing::info!(%session, "kernel: the policy changed: remembered allows dropped");
+            sandbox.group.flush();
+            last = now;
+        }
+    }
+}
+
+fn thread_group(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
+fn pidfd(pid: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_long, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The filesystem uid, gid and groups of process `pid`.
+fn credentials(pid: u32) -> Result<(u32, u32, Vec<u32>), String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("the sandbox's process {pid}: {e}"))?;
+    let field = |name: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let uid = field("Uid:").get(3).copied();
+    let gid = field("Gid:").get(3).copied();
+    match (uid, gid) {
+        (Some(uid), Some(gid)) => Ok((uid, gid, field("Groups:"))),
+        _ => Err(format!("the credentials of process {pid} cannot be read")),
+    }
+}
+
+/// The mount points of process `pid`, as it sees them.
+fn mount_points(pid: u32) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .map_err(|e| format!("the sandbox's mounts: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(unescape)
+        .collect())
+}
+
+/// mountinfo's octal escapes (`\040` for a space).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(super::unescape("/a\\040b/c"), "/a b/c");
+        assert_eq!(super::unescape("/plain"), "/plain");
+        assert_eq!(super::unescape("/end\\"), "/end\\");
+    }
+}
