@@ -92,9 +92,27 @@ impl Group {
         }
     }
 
+    /// A group a previous server made (kept by the supervisor): its marks
+    /// and waiting events are as that server left them; what it remembered
+    /// is dropped, since the names it watched are not watched here.
+    pub fn adopt(fd: OwnedFd) -> std::io::Result<Self> {
+        let group = Self {
+            fd,
+            watch: Watch::new()?,
+            ended: AtomicBool::new(false),
+        };
+        group.flush();
+        Ok(group)
+    }
+
     /// The group's descriptor (kept by the supervisor across restarts).
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    pub fn borrow(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 
     /// Marks the mount at `path` (reached through the sandbox's

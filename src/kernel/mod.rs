@@ -150,15 +150,24 @@ struct CapData {
 /// Every kernel-mechanism sandbox the daemon judges.
 pub struct Kernel {
     authority: Arc<Authority>,
+    /// The supervisor's keeper: each sandbox's group, listener, ruleset,
+    /// mount namespace and root are handed to it, so a server that dies
+    /// closes none of them (closing the group would allow every open it
+    /// holds) and the next server takes them over ([`Kernel::adopt`]).
+    keeper: Option<crate::mount::keeper::Keeper>,
     /// Roots planned at spawn, by (session, serial), until `enforce`.
     planned: Mutex<HashMap<(String, u64), Vec<String>>>,
     running: Mutex<HashMap<(String, u64), Arc<Sandbox>>>,
 }
 
 impl Kernel {
-    pub fn new(authority: Arc<Authority>) -> Arc<Self> {
+    pub fn new(
+        authority: Arc<Authority>,
+        keeper: Option<crate::mount::keeper::Keeper>,
+    ) -> Arc<Self> {
         let kernel = Arc::new(Self {
             authority,
+            keeper,
             planned: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
         });
@@ -194,7 +203,7 @@ impl Kernel {
     /// its seccomp listener at `listener` and its Landlock ruleset at
     /// `ruleset`. Returns once every root is marked and both are taken.
     pub fn attach(
-        &self,
+        self: &Arc<Self>,
         id: &str,
         serial: u64,
         pid: u32,
@@ -272,7 +281,7 @@ impl Kernel {
                 tag: format!("{serial}"),
             }),
             group: Arc::clone(&group),
-            host_proc: open("/proc".into(), libc::O_PATH | libc::O_DIRECTORY)?,
+            host_proc: open_dir("/proc").map_err(|e| format!("/proc: {e}"))?,
             namespace: RwLock::new(()),
             roots: roots.clone(),
             uid,
@@ -286,47 +295,182 @@ impl Kernel {
             ruleset,
             stop: AtomicBool::new(false),
         });
-        {
-            let (group, judge) = (Arc::clone(&group), Arc::clone(&sandbox.judge));
-            let watched = Arc::clone(&sandbox);
-            std::thread::Builder::new()
-                .name("permfs-kernel-fanotify".into())
-                .spawn(move || fanotify::serve(group, judge, &|| watched.stopped()))
-                .map_err(|e| format!("no thread: {e}"))?;
-        }
-        {
-            let watched = Arc::clone(&sandbox);
-            std::thread::Builder::new()
-                .name("permfs-kernel-names".into())
-                .spawn(move || watched.group.watch_names(&|| watched.stopped()))
-                .map_err(|e| format!("no thread: {e}"))?;
-        }
-        {
-            let sandbox = Arc::clone(&sandbox);
-            std::thread::Builder::new()
-                .name("permfs-kernel-seccomp".into())
-                .spawn(move || {
-                    notify::serve(Arc::clone(&sandbox), listener);
-                    // The sandbox is gone (or its session ended and the
-                    // listener closed): its group has nothing pending.
-                    sandbox.stop.store(true, Ordering::Release);
-                })
-                .map_err(|e| format!("no thread: {e}"))?;
-        }
-        {
-            let sandbox = Arc::clone(&sandbox);
-            let authority = Arc::clone(&self.authority);
-            let session = id.to_string();
-            std::thread::Builder::new()
-                .name("permfs-kernel-watch".into())
-                .spawn(move || watch_policy(&authority, &session, &sandbox))
-                .map_err(|e| format!("no thread: {e}"))?;
-        }
+        let definition = Kept {
+            kind: "kernel".into(),
+            key: String::new(),
+            part: String::new(),
+            session: id.to_string(),
+            serial,
+            roots: roots.clone(),
+            uid,
+            gid,
+            groups: sandbox.groups.clone(),
+        };
+        self.keep(&definition, &sandbox, &listener);
+        self.start(key.clone(), Arc::clone(&sandbox), listener)?;
         tracing::info!(session = %id, pid, roots = ?roots, mounts = marked, "kernel: the sandbox is judged by fanotify and seccomp");
-        if let Ok(mut running) = self.running.lock() {
-            running.insert(key, sandbox);
-        }
         Ok(())
+    }
+
+    /// Serves `sandbox`: its fanotify group, the names its allows stand
+    /// on, its seccomp listener and its policy.
+    fn start(
+        self: &Arc<Self>,
+        key: (String, u64),
+        sandbox: Arc<Sandbox>,
+        listener: OwnedFd,
+    ) -> Result<(), String> {
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map(drop)
+                .map_err(|e| format!("no thread: {e}"))
+        };
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(key.clone(), Arc::clone(&sandbox));
+        }
+        let (group, judge, watched) = (
+            Arc::clone(&sandbox.group),
+            Arc::clone(&sandbox.judge),
+            Arc::clone(&sandbox),
+        );
+        spawn(
+            "permfs-kernel-fanotify",
+            Box::new(move || fanotify::serve(group, judge, &|| watched.stopped())),
+        )?;
+        let watched = Arc::clone(&sandbox);
+        spawn(
+            "permfs-kernel-names",
+            Box::new(move || watched.group.watch_names(&|| watched.stopped())),
+        )?;
+        let (served, kernel) = (Arc::clone(&sandbox), Arc::clone(self));
+        spawn(
+            "permfs-kernel-seccomp",
+            Box::new(move || {
+                notify::serve(Arc::clone(&served), listener);
+                // Every process of the sandbox is gone: nothing waits on
+                // its group any more, and the supervisor lets it go.
+                served.stop.store(true, Ordering::Release);
+                kernel.forget(&key);
+            }),
+        )?;
+        let (watched, authority) = (Arc::clone(&sandbox), Arc::clone(&self.authority));
+        spawn(
+            "permfs-kernel-watch",
+            Box::new(move || watch_policy(&authority, &watched.judge.session, &watched)),
+        )
+    }
+
+    /// Hands the sandbox's descriptors to the supervisor.
+    fn keep(&self, definition: &Kept, sandbox: &Sandbox, listener: &OwnedFd) {
+        use std::os::fd::AsFd;
+        let Some(keeper) = &self.keeper else { return };
+        let mut parts: Vec<(&str, std::os::fd::BorrowedFd<'_>)> = vec![
+            ("group", sandbox.group.borrow()),
+            ("listener", listener.as_fd()),
+            ("mntns", sandbox.mnt_ns.as_fd()),
+            ("root", sandbox.root.as_fd()),
+        ];
+        if let Some(ruleset) = &sandbox.ruleset {
+            parts.push(("ruleset", ruleset.as_fd()));
+        }
+        for (part, fd) in parts {
+            let mut kept = definition.clone();
+            kept.key = format!("kernel-{}-{}", definition.serial, part);
+            kept.part = part.into();
+            let text = serde_json::to_string(&kept).unwrap_or_default();
+            if let Err(error) = keeper.keep(&text, fd) {
+                tracing::warn!(%error, session = %definition.session, "the supervisor cannot keep this sandbox's descriptors: a server crash would end its judging");
+            }
+        }
+    }
+
+    /// The sandbox `key` is gone: forgotten here and by the supervisor.
+    fn forget(&self, key: &(String, u64)) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(key);
+        }
+        if let Some(keeper) = &self.keeper {
+            for part in ["group", "listener", "mntns", "root", "ruleset"] {
+                let _ = keeper.drop_view(&format!("kernel-{}-{part}", key.1));
+            }
+        }
+    }
+
+    /// Takes over the sandboxes a previous server judged, from what the
+    /// supervisor kept. A sandbox missing a part is held, never closed:
+    /// its calls wait until its processes are killed (closing its group
+    /// would allow them).
+    pub fn adopt(self: &Arc<Self>, kept: Vec<(String, OwnedFd)>) {
+        let mut by_serial: HashMap<u64, (Option<Kept>, HashMap<String, OwnedFd>)> = HashMap::new();
+        for (text, fd) in kept {
+            let Ok(definition) = serde_json::from_str::<Kept>(&text) else {
+                tracing::error!(definition = %text, "a kept kernel sandbox cannot be read: held");
+                std::mem::forget(fd);
+                continue;
+            };
+            let entry = by_serial.entry(definition.serial).or_default();
+            entry.1.insert(definition.part.clone(), fd);
+            entry.0 = Some(definition);
+        }
+        for (_, (definition, mut parts)) in by_serial {
+            let Some(definition) = definition else {
+                continue;
+            };
+            let taken = (
+                parts.remove("group"),
+                parts.remove("listener"),
+                parts.remove("mntns"),
+                parts.remove("root"),
+                parts.remove("ruleset"),
+            );
+            let (Some(group), Some(listener), Some(mnt_ns), Some(root), ruleset) = taken else {
+                tracing::error!(session = %definition.session, "a kept kernel sandbox lacks a part: its calls wait until it is killed");
+                std::mem::forget(taken);
+                continue;
+            };
+            let group = match fanotify::Group::adopt(group) {
+                Ok(group) => Arc::new(group),
+                Err(error) => {
+                    tracing::error!(%error, session = %definition.session, "a kept kernel sandbox cannot be served");
+                    continue;
+                }
+            };
+            let Ok(host_proc) = open_dir("/proc") else {
+                std::mem::forget((group, listener));
+                continue;
+            };
+            let ended = !self
+                .authority
+                .is_session(&definition.session, definition.serial);
+            group.ended.store(ended, Ordering::Release);
+            let sandbox = Arc::new(Sandbox {
+                judge: Arc::new(Judge {
+                    authority: Arc::clone(&self.authority),
+                    session: definition.session.clone(),
+                    tag: format!("{}", definition.serial),
+                }),
+                group,
+                host_proc,
+                namespace: RwLock::new(()),
+                roots: definition.roots.clone(),
+                uid: definition.uid,
+                gid: definition.gid,
+                groups: definition.groups.clone(),
+                mnt_ns,
+                root,
+                ruleset,
+                stop: AtomicBool::new(false),
+            });
+            let key = (definition.session.clone(), definition.serial);
+            tracing::info!(session = %definition.session, ended, "kernel: a sandbox taken over from the previous server");
+            // Kept again, by this server's keeper handle: the supervisor
+            // already holds them under the same keys.
+            if let Err(error) = self.start(key, sandbox, listener) {
+                tracing::error!(%error, "kernel: a kept sandbox cannot be served");
+            }
+        }
     }
 
     /// Forgets sandboxes whose processes are gone; a session that ended
@@ -344,6 +488,42 @@ impl Kernel {
             });
         }
     }
+}
+
+/// What the supervisor keeps with each of a sandbox's descriptors.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Kept {
+    /// `"kernel"`: told apart from the views' definitions.
+    kind: String,
+    key: String,
+    part: String,
+    session: String,
+    serial: u64,
+    roots: Vec<String>,
+    uid: u32,
+    gid: u32,
+    groups: Vec<u32>,
+}
+
+/// Whether a kept definition is the kernel mechanism's.
+pub fn is_kept(definition: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(definition).is_ok_and(|v| v["kind"] == "kernel")
+}
+
+fn open_dir(path: &str) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: plain open; the result is checked.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Flushes the group when the policy that judges the session changes (an

@@ -65,6 +65,15 @@ impl Keeper {
         })
     }
 
+    /// A second handle on the same socket (the kernel mechanism keeps its
+    /// descriptors beside the views'; each message is whole either way).
+    pub fn try_clone(&self) -> std::io::Result<Self> {
+        let socket = self.socket.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(Self {
+            socket: Mutex::new(socket.try_clone()?),
+        })
+    }
+
     /// Hands a copy of view `fd` to the supervisor with its definition.
     /// Returns once the message is in the socket: from then on the
     /// supervisor holds the connection even if this process dies at once.

@@ -399,21 +399,30 @@ pub fn serve(
         &absolute(mountpoint.to_path_buf()),
         supervisor::mount_device(mountpoint).ok(),
     );
+    let kernel_keeper = hello.keeper.as_ref().and_then(|k| k.try_clone().ok());
     if let Some(keeper) = hello.keeper {
         views.set_keeper(keeper);
     }
     // Views the previous server served, their connections kept by the
     // supervisor: served again before anything else, so an open the dead
     // server had read is re-sent here.
-    views.adopt(kept_views);
+    let kept_kernel = views.adopt(kept_views);
     let _ = filesystem.views.set(Arc::clone(&views));
     match crate::kernel::available() {
         Ok(()) => {
-            let _ = filesystem
-                .kernel
-                .set(crate::kernel::Kernel::new(Arc::clone(&authority)));
+            let kernel = crate::kernel::Kernel::new(Arc::clone(&authority), kernel_keeper);
+            // Sandboxes the previous server judged: their groups and
+            // listeners were kept, so nothing they waited on was allowed.
+            kernel.adopt(kept_kernel);
+            let _ = filesystem.kernel.set(kernel);
         }
         Err(reason) => {
+            if !kept_kernel.is_empty() {
+                tracing::error!(%reason, "kernel-mechanism sandboxes were kept but this server cannot judge them: their calls wait until they are killed");
+                // Held for the server's life: closing a fanotify group
+                // would allow everything it holds.
+                std::mem::forget(kept_kernel);
+            }
             tracing::info!(%reason, "the kernel mechanism is not available: permfs run uses FUSE views")
         }
     }

@@ -287,11 +287,18 @@ impl Views {
     /// Serves the views the supervisor kept across the death (or the
     /// upgrade) of the server before this one: `count` of them wait on the
     /// keeper socket. A view whose session is gone is detached and let go.
-    pub fn adopt(&self, count: usize) {
+    /// What the kernel mechanism kept (`"kind": "kernel"`) is returned for
+    /// it to take over.
+    pub fn adopt(&self, count: usize) -> Vec<(String, OwnedFd)> {
         let Some(keeper) = self.keeper.get() else {
-            return;
+            return Vec::new();
         };
+        let mut kernel = Vec::new();
         for (text, fd) in keeper.take(count) {
+            if crate::kernel::is_kept(&text) {
+                kernel.push((text, fd));
+                continue;
+            }
             let definition: ViewDefinition = match serde_json::from_str(&text) {
                 Ok(definition) => definition,
                 Err(error) => {
@@ -319,6 +326,7 @@ impl Views {
                 }
             }
         }
+        kernel
     }
 
     fn serve_kept(
