@@ -90,7 +90,7 @@ pub struct RunArgs {
     /// `kernel` (the roots bound directly; fanotify judges reads and
     /// remembers allows, seccomp sends writes to the daemon; needs a root
     /// daemon). docs/kernel-mechanism.md.
-    #[arg(long, value_enum, default_value = "fuse")]
+    #[arg(long, value_enum, default_value = "fuse", env = "PERMFS_MECHANISM")]
     pub mechanism: Mechanism,
     /// The command to run in the sandbox, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]

@@ -76,6 +76,21 @@ impl Judge {
         }
     }
 
+    /// Asks for `accesses` at once (the dry walk already said they need
+    /// an answer): blocks until the answer, as [`Self::judge`].
+    pub fn ask_for(
+        &self,
+        doer: Doer,
+        accesses: &[(String, Access)],
+        what: &str,
+        gone: &dyn Fn() -> bool,
+    ) -> Verdict {
+        let Some(facts) = self.authority.path_facts(&self.session, accesses) else {
+            return Err(libc::EACCES);
+        };
+        self.ask(doer, accesses, facts, what, gone)
+    }
+
     fn ask(
         &self,
         doer: Doer,

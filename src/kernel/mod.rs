@@ -66,9 +66,96 @@ pub struct Sandbox {
     root: OwnedFd,
     ruleset: Option<OwnedFd>,
     stop: AtomicBool,
+    /// Threads in the daemon's own context for the workers' questions:
+    /// a worker lives inside the sandbox (its root, its mounts), where
+    /// the policy's files, the audit log and `/proc` are not the daemon's,
+    /// so it never judges itself ([`Sandbox::outside`]).
+    judges: Pool,
+}
+
+/// A job for a thread outside the sandbox.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads that take jobs, grown while every one is busy (a judgment may
+/// wait for a person). Threads are made by a thread of their own, made
+/// with the pool in the daemon's context: a thread inherits its maker's
+/// root, mounts, credentials and Landlock domain, so a worker inside the
+/// sandbox must never make one itself.
+struct Pool {
+    jobs: crossbeam_channel::Sender<Job>,
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+    /// Asks the maker for one more thread.
+    grow: crossbeam_channel::Sender<()>,
+}
+
+/// Judging threads per sandbox at most.
+const MAX_JUDGES: usize = 64;
+
+impl Pool {
+    fn new() -> Self {
+        let (jobs, queue) = crossbeam_channel::unbounded::<Job>();
+        let (grow, asks) = crossbeam_channel::unbounded::<()>();
+        let idle = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let maker_idle = Arc::clone(&idle);
+        let made = std::thread::Builder::new()
+            .name("permfs-kernel-judges".into())
+            .spawn(move || {
+                let mut threads = 0usize;
+                while asks.recv().is_ok() {
+                    if maker_idle.load(Ordering::Acquire) > queue.len() || threads >= MAX_JUDGES {
+                        continue;
+                    }
+                    let (queue, idle) = (queue.clone(), Arc::clone(&maker_idle));
+                    let spawned = std::thread::Builder::new()
+                        .name("permfs-kernel-judge".into())
+                        .spawn(move || loop {
+                            idle.fetch_add(1, Ordering::AcqRel);
+                            let job = queue.recv();
+                            idle.fetch_sub(1, Ordering::AcqRel);
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return,
+                            }
+                        });
+                    if spawned.is_ok() {
+                        threads += 1;
+                    }
+                }
+            });
+        if let Err(error) = made {
+            tracing::error!(%error, "kernel: no thread to make judging threads: the sandbox's writes are refused");
+        }
+        Self { jobs, idle, grow }
+    }
+
+    /// Queues `job`, asking for a thread first when none is free.
+    fn run(&self, job: Job) {
+        if self.idle.load(Ordering::Acquire) == 0 {
+            let _ = self.grow.send(());
+        }
+        let _ = self.jobs.send(job);
+        if self.idle.load(Ordering::Acquire) == 0 {
+            let _ = self.grow.send(());
+        }
+    }
 }
 
 impl Sandbox {
+    /// Runs `ask` with the sandbox's judge on a thread in the daemon's own
+    /// context and returns its answer (a worker inside the sandbox waits);
+    /// `None` if no thread could answer (the caller refuses).
+    fn outside<T: Send + 'static>(
+        &self,
+        ask: impl FnOnce(&Judge) -> T + Send + 'static,
+    ) -> Option<T> {
+        let (send, answer) = crossbeam_channel::bounded(1);
+        let judge = Arc::clone(&self.judge);
+        self.judges.run(Box::new(move || {
+            let _ = send.send(ask(&judge));
+        }));
+        answer.recv().ok()
+    }
+
     /// Whether `path` lies in one of the roots (judged there).
     fn inside(&self, path: &str) -> bool {
         self.roots.iter().any(|root| {
@@ -294,6 +381,7 @@ impl Kernel {
             )?,
             ruleset,
             stop: AtomicBool::new(false),
+            judges: Pool::new(),
         });
         let definition = Kept {
             kind: "kernel".into(),
@@ -462,6 +550,7 @@ impl Kernel {
                 root,
                 ruleset,
                 stop: AtomicBool::new(false),
+                judges: Pool::new(),
             });
             let key = (definition.session.clone(), definition.serial);
             tracing::info!(session = %definition.session, ended, "kernel: a sandbox taken over from the previous server");

@@ -477,6 +477,39 @@ fn parent(at: RawFd, path: &CStr) -> Result<(OwnedFd, CString), i32> {
     Ok((dirfd, CString::new(last).map_err(|_| libc::EINVAL)?))
 }
 
+/// `openat`, or `openat2` when the caller asked for `RESOLVE_*`
+/// restrictions (kept: the lookup is as narrow as the caller's).
+fn lookup(at: RawFd, path: &CStr, flags: i32, mode: u32, resolve: u64) -> Result<OwnedFd, i32> {
+    if resolve == 0 {
+        return openat(at, path, flags, mode);
+    }
+    // struct open_how { u64 flags; u64 mode; u64 resolve; }
+    let how: [u64; 3] = [
+        (flags | libc::O_CLOEXEC) as u64,
+        if flags & (libc::O_CREAT | 0o20000000) != 0 {
+            u64::from(mode)
+        } else {
+            0
+        },
+        resolve,
+    ];
+    // SAFETY: plain syscall with a struct on the stack; the result is checked.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            at,
+            path.as_ptr(),
+            how.as_ptr(),
+            std::mem::size_of_val(&how),
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: a new descriptor owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 fn openat(at: RawFd, path: &CStr, flags: i32, mode: u32) -> Result<OwnedFd, i32> {
     // SAFETY: plain openat; the result is checked.
     let fd = unsafe { libc::openat(at, path.as_ptr(), flags | libc::O_CLOEXEC, mode) };
@@ -543,8 +576,12 @@ impl Sandbox {
             pid: call.pid,
             uid: self.uid,
         };
-        let listener_gone = || !Path::new(&format!("/proc/{}", call.pid)).exists();
-        self.judge.judge(doer, &inside, what, &listener_gone)
+        let what = what.to_string();
+        self.outside(move |judge| {
+            let gone = || !Path::new(&format!("/proc/{}", doer.pid)).exists();
+            judge.judge(doer, &inside, &what, &gone)
+        })
+        .unwrap_or(Err(libc::EACCES))
     }
 }
 
@@ -628,11 +665,6 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             (word(0) as i32, word(1) as u32, word(2))
         }
     };
-    if resolve != 0 {
-        // RESOLVE_* narrow a lookup; the daemon's lookup does not honour
-        // them, so such an open is refused rather than widened.
-        return Done::Value(Err(libc::EPERM));
-    }
     let cloexec = flags & libc::O_CLOEXEC != 0;
     let Some(path) = call.paths.first() else {
         return Done::Value(Err(libc::EFAULT));
@@ -646,11 +678,12 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
     let found = if excl {
         Err(libc::ENOENT)
     } else {
-        openat(
+        lookup(
             at,
             path,
             libc::O_PATH | if nofollow { libc::O_NOFOLLOW } else { 0 },
             0,
+            resolve,
         )
     };
     match found {
@@ -716,7 +749,7 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             } else {
                 flags | libc::O_EXCL | libc::O_NOFOLLOW
             };
-            match openat(dir.as_raw_fd(), &last, flags, mode) {
+            match lookup(dir.as_raw_fd(), &last, flags, mode, resolve) {
                 Ok(opened) => Done::File(opened, cloexec),
                 Err(libc::EEXIST) if !excl => Done::Value(Err(libc::EAGAIN)),
                 Err(e) => Done::Value(Err(e)),
@@ -832,57 +865,101 @@ fn rename(sandbox: &Sandbox, call: &Call) -> Result<i64, i32> {
                 .map(|(p, a)| (p.to_string_lossy().into_owned(), a))
                 .filter(|(p, _)| sandbox.inside(p))
                 .collect();
-        let verdict = if accesses.is_empty() {
+        let entries = moved.len() + swapped.len();
+        let doer = Doer {
+            pid: call.pid,
+            uid: sandbox.uid,
+        };
+        // One walk for all (the common case: rules allow everything);
+        // otherwise one each, to name the first denied access, or every
+        // one that needs an answer (as the FUSE view's `judge_many`).
+        let mut pending: Vec<(String, Access)> = Vec::new();
+        let batch = if accesses.is_empty() {
             super::judge::Dry::Allow
         } else {
-            sandbox.judge.dry(&accesses)
+            let all = accesses.clone();
+            sandbox
+                .outside(move |judge| judge.dry(&all))
+                .unwrap_or(super::judge::Dry::Deny("no judge answered".into()))
         };
-        match verdict {
-            super::judge::Dry::Allow => {
-                // SAFETY: see `perform`.
-                let rc = unsafe {
-                    libc::syscall(
-                        libc::SYS_renameat2,
-                        from_dir.as_raw_fd(),
-                        from_last.as_ptr(),
-                        to_dir.as_raw_fd(),
-                        to_last.as_ptr(),
-                        flags,
-                    )
-                };
-                let result = check(rc);
-                drop(guard);
-                if result.is_ok() {
-                    // Names moved: what the kernel remembers by inode may
-                    // now stand under a name judged otherwise.
-                    sandbox.group.flush();
-                }
-                return result;
-            }
-            super::judge::Dry::Deny(why) => {
-                drop(guard);
-                let doer = Doer {
-                    pid: call.pid,
-                    uid: sandbox.uid,
-                };
-                sandbox
-                    .judge
-                    .denied(doer, &accesses[..accesses.len().min(20)], &why);
-                return Err(libc::EACCES);
-            }
-            super::judge::Dry::Ask(_) => {
-                drop(guard);
-                if accesses.len() > 1000 {
+        if !matches!(batch, super::judge::Dry::Allow) {
+            let each = accesses.clone();
+            let denied = sandbox
+                .outside(move |judge| {
+                    let mut pending = Vec::new();
+                    for one in each {
+                        match judge.dry(std::slice::from_ref(&one)) {
+                            super::judge::Dry::Allow => {}
+                            super::judge::Dry::Deny(why) => return Err((one, why)),
+                            super::judge::Dry::Ask(_) => pending.push(one),
+                        }
+                    }
+                    Ok(pending)
+                })
+                .unwrap_or(Err((
+                    (from.clone(), Access::Write),
+                    "no judge answered".to_string(),
+                )));
+            match denied {
+                Ok(asked) => pending = asked,
+                Err((one, why)) => {
+                    drop(guard);
+                    let why = if entries > 1 {
+                        format!("renaming {from} moves {}: {why}", one.0)
+                    } else {
+                        why
+                    };
+                    sandbox
+                        .outside(move |judge| judge.denied(doer, std::slice::from_ref(&one), &why));
                     return Err(libc::EACCES);
                 }
-                let what = format!(
-                    "a program in the sandbox renames {from} to {to} ({} names)",
-                    moved.len() + swapped.len()
-                );
-                sandbox.judge_writes(call, accesses.clone(), &what)?;
-                approved.extend(accesses.into_iter().map(|(p, a)| (PathBuf::from(p), a)));
             }
         }
+        if pending.is_empty() {
+            // SAFETY: see `perform`.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_renameat2,
+                    from_dir.as_raw_fd(),
+                    from_last.as_ptr(),
+                    to_dir.as_raw_fd(),
+                    to_last.as_ptr(),
+                    flags,
+                )
+            };
+            let result = check(rc);
+            drop(guard);
+            if result.is_ok() {
+                // Names moved: what the kernel remembers by inode may
+                // now stand under a name judged otherwise.
+                sandbox.group.flush();
+            }
+            return result;
+        }
+        drop(guard);
+        if pending.len() > 1000 {
+            let why = format!(
+                "renaming {from} needs answers for {} accesses, more than one ask may carry (1000)",
+                pending.len()
+            );
+            let shown: Vec<(String, Access)> = pending[..20].to_vec();
+            sandbox.outside(move |judge| judge.denied(doer, &shown, &why));
+            return Err(libc::EACCES);
+        }
+        let shown: Vec<(PathBuf, Access)> = pending
+            .iter()
+            .map(|(p, a)| (PathBuf::from(p), *a))
+            .collect();
+        let what =
+            crate::view::moves::describe(Path::new(&from), Path::new(&to), entries, &shown, 20);
+        let asked = pending.clone();
+        sandbox
+            .outside(move |judge| {
+                let gone = || !Path::new(&format!("/proc/{}", doer.pid)).exists();
+                judge.ask_for(doer, &asked, &what, &gone)
+            })
+            .unwrap_or(Err(libc::EACCES))?;
+        approved.extend(shown);
     }
     Err(libc::EACCES)
 }

@@ -67,13 +67,12 @@ pub fn subtree(
     let device = sys::stat_fd(top.as_raw_fd())?.st_dev;
     let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(top, PathBuf::new())];
     while let Some((fd, rel)) = stack.pop() {
-        for entry in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
-            let entry = entry?;
-            let child = rel.join(entry.file_name());
-            if entry.file_type()?.is_dir() && enter(&child) {
+        for (name, is_dir) in sys::list_fd(fd.as_raw_fd())? {
+            let child = rel.join(&name);
+            if is_dir && enter(&child) {
                 let sub = sys::open_at(
                     fd.as_raw_fd(),
-                    &entry.file_name(),
+                    &name,
                     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
                     0,
                 )?;

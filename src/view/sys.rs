@@ -261,3 +261,64 @@ pub fn command_line(pid: u32) -> String {
     }
     text
 }
+
+/// The entries of the directory open at `fd` (`.` and `..` left out):
+/// each name and whether it is a directory (by `d_type`, or `fstatat`
+/// where the filesystem gives none). Read through a duplicate, so `fd`
+/// keeps its position; no path is used (a thread in another mount
+/// namespace or root lists the same directory).
+pub fn list_fd(fd: RawFd) -> io::Result<Vec<(std::ffi::OsString, bool)>> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: a new descriptor for the same open directory.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `dup` is ours; fdopendir takes it over (closedir closes it).
+    let dir = unsafe { libc::fdopendir(dup) };
+    if dir.is_null() {
+        let error = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `dup` is still ours to close.
+        unsafe { libc::close(dup) };
+        return Err(error);
+    }
+    // SAFETY: `dir` is a valid stream; rewind starts at the first entry.
+    unsafe { libc::rewinddir(dir) };
+    let mut out = Vec::new();
+    let result = loop {
+        // SAFETY: errno is cleared to tell the end from an error.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `dir` is valid until closedir below.
+        let entry = unsafe { libc::readdir64(dir) };
+        if entry.is_null() {
+            let errno = io::Error::last_os_error();
+            break if errno.raw_os_error().unwrap_or(0) == 0 {
+                Ok(())
+            } else {
+                Err(errno)
+            };
+        }
+        // SAFETY: readdir returned a valid entry with a NUL-terminated name.
+        let (name, kind) = unsafe {
+            (
+                std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()),
+                (*entry).d_type,
+            )
+        };
+        let name = OsStr::from_bytes(name.to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let is_dir = match kind {
+            libc::DT_DIR => true,
+            libc::DT_UNKNOWN => stat_at(fd, name)
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .unwrap_or(false),
+            _ => false,
+        };
+        out.push((name.to_os_string(), is_dir));
+    };
+    // SAFETY: closes the stream and `dup`.
+    unsafe { libc::closedir(dir) };
+    result.map(|()| out)
+}

@@ -414,6 +414,39 @@ pub fn work_dir(daemon: &Daemon) -> PathBuf {
         .expect("work dir")
 }
 
+thread_local! {
+    /// The `--mechanism` this test's `permfs run`s use (`fuse` unless a
+    /// test runs by [`kernel`]).
+    static MECHANISM: std::cell::Cell<&'static str> = const { std::cell::Cell::new("fuse") };
+}
+
+/// The mechanism this test's sandboxes judge by.
+pub fn mechanism() -> &'static str {
+    MECHANISM.with(|m| m.get())
+}
+
+/// Runs test `body` with every `permfs run` by `--mechanism kernel` (the
+/// same suite, the other mechanism). Skipped where the kernel mechanism
+/// cannot run (not root: the daemon needs fanotify permission events).
+pub fn kernel(body: fn()) {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("the kernel mechanism needs a root daemon");
+        return;
+    }
+    MECHANISM.with(|m| m.set("kernel"));
+    body();
+}
+
+/// The errors a program meets when a read of a denied file is refused:
+/// the FUSE view says `EACCES`; fanotify can only say `EPERM`.
+pub fn read_refusals() -> &'static [&'static str] {
+    match mechanism() {
+        "kernel" => &["EPERM", "EACCES"],
+        _ => &["EACCES"],
+    }
+}
+
 /// `permfs run --mount <the daemon's mount> ARGS`, started in the work dir.
 pub fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_permfs"));
@@ -421,6 +454,7 @@ pub fn permfs_run(daemon: &Daemon, args: &[&str]) -> Command {
         .arg("run")
         .arg("--mount")
         .arg(&daemon.mountpoint)
+        .args(["--mechanism", mechanism()])
         .args(args)
         .current_dir(work_dir(daemon))
         .env("PERMFS_LOG", "warn")
