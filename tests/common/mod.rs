@@ -434,8 +434,13 @@ pub fn kernel(body: fn()) {
         skip("the kernel mechanism needs a root daemon");
         return;
     }
-    MECHANISM.with(|m| m.set("kernel"));
+    set_mechanism("kernel");
     body();
+}
+
+/// Sets the `--mechanism` of this test's `permfs run`s.
+pub fn set_mechanism(mechanism: &'static str) {
+    MECHANISM.with(|m| m.set(mechanism));
 }
 
 /// The errors a program meets when a read of a denied file is refused:
