@@ -33,7 +33,10 @@ fn kernel_ready() -> bool {
 }
 
 fn daemon(config: &str) -> Daemon {
-    let daemon = Daemon::start(config, None);
+    let daemon = match std::env::var_os("PERMFS_TEST_DAEMON_LOG") {
+        Some(log) => Daemon::start_with_log(config, std::path::Path::new(&log)),
+        None => Daemon::start(config, None),
+    };
     let work = work(&daemon);
     std::fs::write(work.join("a.txt"), "hello\n").expect("a.txt");
     std::fs::write(work.join(".env"), "SECRET=1\n").expect(".env");
@@ -226,13 +229,14 @@ fn a_server_killed_while_an_open_waits_allows_nothing() {
             let now = daemon.server_pid();
             now != 0 && now != old
         });
+        // Served again (a read of the mount waits for the new server),
+        // the ask restored from the journal.
+        eventually("the ask still waits", || !daemon.inbox("main").is_empty());
         std::thread::sleep(Duration::from_millis(300));
+        let waited = std::fs::read_to_string(work.join("waited.out")).unwrap_or_default();
         assert!(
-            !work.join("waited.out").exists()
-                || std::fs::read_to_string(work.join("waited.out"))
-                    .unwrap_or_default()
-                    .is_empty(),
-            "the waiting open was answered by a server's death"
+            waited.is_empty(),
+            "the waiting open was answered by a server's death: {waited:?}"
         );
     }
     std::fs::write(work.join("step"), "go").expect("step");
@@ -245,11 +249,10 @@ fn a_server_killed_while_an_open_waits_allows_nothing() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let waited = std::fs::read_to_string(work.join("waited.out")).unwrap_or_default();
     assert!(
-        std::fs::read_to_string(work.join("waited.out"))
-            .unwrap_or_default()
-            .is_empty(),
-        "still waiting, never allowed"
+        waited.is_empty(),
+        "still waiting, never allowed: {waited:?}"
     );
     // End the waiting open (killable): the sandbox's command exits.
     let _ = std::process::Command::new("pkill")

@@ -86,11 +86,12 @@ pub struct RunArgs {
     /// asked through the hook are still judged).
     #[arg(long)]
     pub no_view: bool,
-    /// How the views judge: `fuse` (a FUSE view over each root) or
-    /// `kernel` (the roots bound directly; fanotify judges reads and
-    /// remembers allows, seccomp sends writes to the daemon; needs a root
-    /// daemon). docs/kernel-mechanism.md.
-    #[arg(long, value_enum, default_value = "fuse", env = "PERMFS_MECHANISM")]
+    /// How the views judge: `kernel` (the roots bound directly; fanotify
+    /// judges reads and the kernel remembers allows, seccomp sends writes
+    /// to the daemon; needs a root daemon), `fuse` (a FUSE view over each
+    /// root), or `auto`: kernel where the daemon can run it, else fuse,
+    /// said at start. docs/kernel-mechanism.md.
+    #[arg(long, value_enum, default_value = "auto", env = "PERMFS_MECHANISM")]
     pub mechanism: Mechanism,
     /// The command to run in the sandbox, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -100,6 +101,9 @@ pub struct RunArgs {
 /// How a sandbox's roots are judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mechanism {
+    /// The kernel mechanism where the daemon can run it, else the FUSE
+    /// view (said at start).
+    Auto,
     /// A FUSE view over each root (every open a round trip).
     Fuse,
     /// fanotify for reads (allows remembered by the kernel) and seccomp
@@ -322,7 +326,23 @@ fn start(args: RunArgs) -> Result<i32, String> {
     if args.no_view {
         eprintln!("permfs run: --no-view: the cwd is bound plainly; programs in the sandbox read and write it without judgment");
     }
-    let kernel = args.mechanism == Mechanism::Kernel && !view_roots.is_empty();
+    let kernel = !view_roots.is_empty()
+        && match args.mechanism {
+            Mechanism::Fuse => false,
+            Mechanism::Kernel => {
+                if !daemon_has_kernel(&tree, &parent) {
+                    return Err("--mechanism kernel: this permfs daemon cannot run it (it needs a root daemon with fanotify permission events, and a permfs that has it); use --mechanism fuse".into());
+                }
+                true
+            }
+            Mechanism::Auto => {
+                let has = daemon_has_kernel(&tree, &parent);
+                if !has {
+                    eprintln!("permfs run: the kernel mechanism is not available from this daemon (it needs root and fanotify permission events): the FUSE view judges this sandbox's files (docs/kernel-mechanism.md)");
+                }
+                has
+            }
+        };
     let mut line = spawn_line(&name, &args, &cwd, &view_roots)?;
     if kernel {
         line = line.replace(" lease\n", " kernel lease\n");
@@ -405,6 +425,17 @@ fn start(args: RunArgs) -> Result<i32, String> {
         }
     })?;
     Ok(code)
+}
+
+/// Whether the daemon can judge a sandbox by the kernel mechanism (its
+/// sessions' `session.json` name the mechanisms it has).
+fn daemon_has_kernel(tree: &MountClient, parent: &str) -> bool {
+    let path = tree.dir(parent).join("session.json");
+    std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .and_then(|v| v["mechanisms"].as_array().cloned())
+        .is_some_and(|m| m.iter().any(|x| x == "kernel"))
 }
 
 /// What the parent's `rules.json` says about the authority itself.

@@ -33,6 +33,12 @@ pub struct Group {
     fd: OwnedFd,
     /// What moves a remembered file's name: see [`Watch`].
     watch: Watch,
+    /// Bumped at every flush: directories prewarmed before it are
+    /// prewarmed again at their next miss.
+    epoch: std::sync::atomic::AtomicU64,
+    /// Directories whose files were remembered ahead of their opens, with
+    /// the epoch they were at ([`prewarm`]).
+    prewarmed: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     /// Set when the sandbox's session ended: every event is denied until
     /// its processes are gone (closing the group would allow them all).
     pub ended: AtomicBool,
@@ -58,6 +64,8 @@ impl Group {
             // SAFETY: a new descriptor this process owns alone.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             watch: Watch::new()?,
+            epoch: std::sync::atomic::AtomicU64::new(0),
+            prewarmed: std::sync::Mutex::new(std::collections::HashMap::new()),
             ended: AtomicBool::new(false),
         })
     }
@@ -90,19 +98,6 @@ impl Group {
                 self.flush();
             }
         }
-    }
-
-    /// A group a previous server made (kept by the supervisor): its marks
-    /// and waiting events are as that server left them; what it remembered
-    /// is dropped, since the names it watched are not watched here.
-    pub fn adopt(fd: OwnedFd) -> std::io::Result<Self> {
-        let group = Self {
-            fd,
-            watch: Watch::new()?,
-            ended: AtomicBool::new(false),
-        };
-        group.flush();
-        Ok(group)
     }
 
     /// The group's descriptor (kept by the supervisor across restarts).
@@ -147,6 +142,7 @@ impl Group {
     /// Drops every remembered allow: the next open of every file is judged
     /// again.
     pub fn flush(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         if let Err(error) = self.mark(libc::FAN_MARK_FLUSH, 0, libc::AT_FDCWD) {
             tracing::error!(%error, "kernel: the allow cache could not be flushed");
         }
@@ -178,7 +174,12 @@ impl Group {
 /// Reads and answers `group`'s events until the group is closed, judging
 /// each by `judge`. Events of the daemon itself (the seccomp side opening
 /// a file it judged) are allowed at once.
-pub fn serve(group: Arc<Group>, judge: Arc<Judge>, stopped: &dyn Fn() -> bool) {
+pub fn serve(
+    group: Arc<Group>,
+    judge: Arc<Judge>,
+    stopped: &dyn Fn() -> bool,
+    unnamed: &dyn Fn(&str) -> bool,
+) {
     let me = std::process::id() as i32;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -231,13 +232,19 @@ pub fn serve(group: Arc<Group>, judge: Arc<Judge>, stopped: &dyn Fn() -> bool) {
                 group.respond(event.fd, false);
                 continue;
             }
-            answer(&group, &judge, file, event.pid as u32);
+            answer(&group, &judge, file, event.pid as u32, unnamed);
         }
     }
 }
 
 /// Judges one open: rule-answered at once, an ask on a thread of its own.
-fn answer(group: &Arc<Group>, judge: &Arc<Judge>, file: OwnedFd, pid: u32) {
+fn answer(
+    group: &Arc<Group>,
+    judge: &Arc<Judge>,
+    file: OwnedFd,
+    pid: u32,
+    unnamed: &dyn Fn(&str) -> bool,
+) {
     let raw = file.as_raw_fd();
     let Some(path) = path_of(raw) else {
         group.respond(raw, false);
@@ -254,16 +261,27 @@ fn answer(group: &Arc<Group>, judge: &Arc<Judge>, file: OwnedFd, pid: u32) {
         group.respond(raw, true);
         return;
     }
+    let cacheable = st.st_nlink == 1 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    let epoch = group.epoch.load(Ordering::Acquire);
+    // No rule speaks for the path: allowed by the session's node, without
+    // a walk (the common case).
+    if unnamed(&path) {
+        if cacheable {
+            remember(group, raw, &path, epoch);
+        }
+        group.respond(raw, true);
+        prewarm(group, &path, unnamed);
+        return;
+    }
     let accesses = vec![(path, Access::Read)];
     let doer = Doer {
         pid,
         uid: owner_of(pid),
     };
-    let cacheable = st.st_nlink == 1 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
     match judge.dry(&accesses) {
         super::judge::Dry::Allow => {
             if cacheable {
-                remember(group, raw, &accesses[0].0);
+                remember(group, raw, &accesses[0].0, epoch);
             }
             group.respond(raw, true);
         }
@@ -295,13 +313,115 @@ fn answer(group: &Arc<Group>, judge: &Arc<Judge>, file: OwnedFd, pid: u32) {
 
 /// Sets the inode ignore mark that makes the kernel answer the next opens
 /// of this file itself, once what would move its name is watched.
-fn remember(group: &Group, fd: RawFd, path: &str) {
+/// `epoch` is the group's when the verdict was reached: a flush since
+/// (a verdict changed meanwhile) drops the mark again.
+fn remember(group: &Group, fd: RawFd, path: &str, epoch: u64) {
     if !group.watch.file(fd, path) {
         return;
     }
     let flags = libc::FAN_MARK_ADD | libc::FAN_MARK_IGNORE_SURV | libc::FAN_MARK_EVICTABLE;
     if let Err(error) = group.mark(flags, EVENTS, fd) {
         tracing::debug!(%error, "kernel: an allow could not be remembered");
+    }
+    if group.epoch.load(Ordering::Acquire) != epoch {
+        group.flush();
+    }
+}
+
+/// Remembers, ahead of their opens, the other files of the directory of
+/// `path` (a first miss there) that no rule speaks for: a tree read for
+/// the first time (`grep -r` in a fresh sandbox) then pays about one miss
+/// per directory, not one per file. Each is watched first, and a file with
+/// more than one link is left to be judged at its open (checked again
+/// after the mark: a link made meanwhile drops it).
+fn prewarm(group: &Group, path: &str, unnamed: &dyn Fn(&str) -> bool) {
+    /// Files remembered ahead in one directory at most.
+    const MAX_AHEAD: usize = 4096;
+    let Some(dir) = std::path::Path::new(path).parent() else {
+        return;
+    };
+    let dir_text = dir.to_string_lossy().into_owned();
+    let epoch = group.epoch.load(Ordering::Acquire);
+    {
+        let Ok(mut done) = group.prewarmed.lock() else {
+            return;
+        };
+        if done.get(&dir_text) == Some(&epoch) {
+            return;
+        }
+        if done.len() > 65_536 {
+            done.clear();
+        }
+        done.insert(dir_text.clone(), epoch);
+    }
+    let Ok(c) = std::ffi::CString::new(dir_text.clone()) else {
+        return;
+    };
+    // SAFETY: plain open; the result is checked.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: a new descriptor owned here.
+    let dirfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let Ok(entries) = crate::view::list_fd(dirfd.as_raw_fd()) else {
+        return;
+    };
+    let stat = |name: &std::ffi::CStr| -> Option<libc::stat> {
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstatat into a stat on the stack.
+        let rc = unsafe {
+            libc::fstatat(
+                dirfd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        (rc == 0).then_some(st)
+    };
+    let single = |st: &libc::stat| st.st_nlink == 1 && st.st_mode & libc::S_IFMT == libc::S_IFREG;
+    for (name, is_dir) in entries.into_iter().take(MAX_AHEAD) {
+        if is_dir || group.epoch.load(Ordering::Acquire) != epoch {
+            continue;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(cname) = std::ffi::CString::new(name.as_bytes()) else {
+            continue;
+        };
+        let full = format!("{dir_text}/{}", name.to_string_lossy());
+        if !unnamed(&full) || !stat(&cname).is_some_and(|st| single(&st)) {
+            continue;
+        }
+        if !group.watch.mark(
+            libc::FAN_MOVE_SELF | libc::FAN_ATTRIB,
+            dirfd.as_raw_fd(),
+            Some(&cname),
+        ) {
+            continue;
+        }
+        let flags = libc::FAN_MARK_ADD
+            | libc::FAN_MARK_IGNORE_SURV
+            | libc::FAN_MARK_EVICTABLE
+            | libc::FAN_MARK_DONT_FOLLOW;
+        // SAFETY: `cname` is NUL-terminated; `dirfd` is open.
+        let rc = unsafe {
+            libc::fanotify_mark(group.fd(), flags, EVENTS, dirfd.as_raw_fd(), cname.as_ptr())
+        };
+        if rc == 0
+            && (!stat(&cname).is_some_and(|st| single(&st))
+                || group.epoch.load(Ordering::Acquire) != epoch)
+        {
+            // Linked (or replaced) while it was marked, or a verdict
+            // changed meanwhile: judged at its open.
+            group.flush();
+            return;
+        }
     }
 }
 
@@ -343,7 +463,7 @@ impl Watch {
     }
 
     fn mark(&self, mask: u64, fd: RawFd, path: Option<&std::ffi::CStr>) -> bool {
-        let flags = libc::FAN_MARK_ADD | libc::FAN_MARK_EVICTABLE;
+        let flags = libc::FAN_MARK_ADD | libc::FAN_MARK_EVICTABLE | libc::FAN_MARK_DONT_FOLLOW;
         // SAFETY: `fd` is open; `path`, when given, is NUL-terminated.
         let rc = unsafe {
             libc::fanotify_mark(

@@ -32,6 +32,7 @@ mod fanotify;
 mod judge;
 mod notify;
 
+use crate::session::view::opens::PathScreen;
 use crate::session::Authority;
 use judge::Judge;
 use std::collections::HashMap;
@@ -71,10 +72,25 @@ pub struct Sandbox {
     /// the policy's files, the audit log and `/proc` are not the daemon's,
     /// so it never judges itself ([`Sandbox::outside`]).
     judges: Pool,
+    /// The session's [`PathScreen`] now: a path it calls unnamed is
+    /// allowed by the session's own node (no rule, grant or guard speaks
+    /// for it), told with a glob pass instead of a walk, and without
+    /// leaving the thread (a worker inside the sandbox may use it: it
+    /// reads no file). Made in the daemon's context by the policy watch,
+    /// dropped at once when a verdict may change.
+    screen: std::sync::Mutex<Option<Arc<PathScreen>>>,
+    /// The supervisor's keys for this sandbox's descriptors.
+    kept_keys: std::sync::Mutex<Vec<String>>,
+    /// Groups of servers before this one: their mount marks removed, held
+    /// open for good (closing one would allow what its dead reader left
+    /// waiting; those opens wait until they are killed).
+    retired: Vec<OwnedFd>,
 }
 
-/// A job for a thread outside the sandbox.
-type Job = Box<dyn FnOnce() + Send>;
+/// A job for a thread outside the sandbox: it marks its thread free (the
+/// counter given) before it hands its answer over, so the next job of the
+/// same worker finds a thread free.
+type Job = Box<dyn FnOnce(&std::sync::atomic::AtomicUsize) + Send>;
 
 /// Threads that take jobs, grown while every one is busy (a judgment may
 /// wait for a person). Threads are made by a thread of their own, made
@@ -108,13 +124,15 @@ impl Pool {
                     let (queue, idle) = (queue.clone(), Arc::clone(&maker_idle));
                     let spawned = std::thread::Builder::new()
                         .name("permfs-kernel-judge".into())
-                        .spawn(move || loop {
+                        .spawn(move || {
                             idle.fetch_add(1, Ordering::AcqRel);
-                            let job = queue.recv();
-                            idle.fetch_sub(1, Ordering::AcqRel);
-                            match job {
-                                Ok(job) => job(),
-                                Err(_) => return,
+                            loop {
+                                let job = queue.recv();
+                                idle.fetch_sub(1, Ordering::AcqRel);
+                                match job {
+                                    Ok(job) => job(&idle),
+                                    Err(_) => return,
+                                }
                             }
                         });
                     if spawned.is_ok() {
@@ -141,6 +159,26 @@ impl Pool {
 }
 
 impl Sandbox {
+    /// The current screen, if one is made.
+    fn screen(&self) -> Option<Arc<PathScreen>> {
+        self.screen.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Whether every access to `path` is allowed by the session's node
+    /// with no rule speaking for it (see `screen`); false when unsure.
+    fn unnamed(&self, path: &str) -> bool {
+        self.screen().is_some_and(|screen| screen.unnamed(path))
+    }
+
+    /// Drops the screen and every remembered allow: a verdict may have
+    /// changed.
+    fn invalidate(&self) {
+        if let Ok(mut screen) = self.screen.lock() {
+            *screen = None;
+        }
+        self.group.flush();
+    }
+
     /// Runs `ask` with the sandbox's judge on a thread in the daemon's own
     /// context and returns its answer (a worker inside the sandbox waits);
     /// `None` if no thread could answer (the caller refuses).
@@ -150,8 +188,10 @@ impl Sandbox {
     ) -> Option<T> {
         let (send, answer) = crossbeam_channel::bounded(1);
         let judge = Arc::clone(&self.judge);
-        self.judges.run(Box::new(move || {
-            let _ = send.send(ask(&judge));
+        self.judges.run(Box::new(move |idle| {
+            let answer = ask(&judge);
+            idle.fetch_add(1, Ordering::AcqRel);
+            let _ = send.send(answer);
         }));
         answer.recv().ok()
     }
@@ -272,7 +312,7 @@ impl Kernel {
     fn flush_all(&self) {
         if let Ok(running) = self.running.lock() {
             for sandbox in running.values() {
-                sandbox.group.flush();
+                sandbox.invalidate();
             }
         }
     }
@@ -348,7 +388,8 @@ impl Kernel {
             })
         };
         let mut marked = 0;
-        for mp in mounts.iter().filter(|mp| within(mp)) {
+        let judged_mounts: Vec<String> = mounts.iter().filter(|mp| within(mp)).cloned().collect();
+        for mp in &judged_mounts {
             let at = CString::new(format!("/proc/{pid}/root{mp}"))
                 .map_err(|_| format!("{mp}: a NUL"))?;
             group
@@ -382,6 +423,9 @@ impl Kernel {
             ruleset,
             stop: AtomicBool::new(false),
             judges: Pool::new(),
+            screen: std::sync::Mutex::new(None),
+            kept_keys: std::sync::Mutex::new(Vec::new()),
+            retired: Vec::new(),
         });
         let definition = Kept {
             kind: "kernel".into(),
@@ -390,6 +434,7 @@ impl Kernel {
             session: id.to_string(),
             serial,
             roots: roots.clone(),
+            mounts: judged_mounts,
             uid,
             gid,
             groups: sandbox.groups.clone(),
@@ -425,7 +470,10 @@ impl Kernel {
         );
         spawn(
             "permfs-kernel-fanotify",
-            Box::new(move || fanotify::serve(group, judge, &|| watched.stopped())),
+            Box::new(move || {
+                let unnamed = |path: &str| watched.unnamed(path);
+                fanotify::serve(group, judge, &|| watched.stopped(), &unnamed)
+            }),
         )?;
         let watched = Arc::clone(&sandbox);
         spawn(
@@ -440,7 +488,7 @@ impl Kernel {
                 // Every process of the sandbox is gone: nothing waits on
                 // its group any more, and the supervisor lets it go.
                 served.stop.store(true, Ordering::Release);
-                kernel.forget(&key);
+                kernel.forget(&key, &served);
             }),
         )?;
         let (watched, authority) = (Arc::clone(&sandbox), Arc::clone(&self.authority));
@@ -465,8 +513,16 @@ impl Kernel {
         }
         for (part, fd) in parts {
             let mut kept = definition.clone();
-            kept.key = format!("kernel-{}-{}", definition.serial, part);
+            // Each server's group is a group of its own (see `adopt`).
+            kept.key = if part == "group" {
+                format!("kernel-{}-group-{}", definition.serial, std::process::id())
+            } else {
+                format!("kernel-{}-{}", definition.serial, part)
+            };
             kept.part = part.into();
+            if let Ok(mut keys) = sandbox.kept_keys.lock() {
+                keys.push(kept.key.clone());
+            }
             let text = serde_json::to_string(&kept).unwrap_or_default();
             if let Err(error) = keeper.keep(&text, fd) {
                 tracing::warn!(%error, session = %definition.session, "the supervisor cannot keep this sandbox's descriptors: a server crash would end its judging");
@@ -475,14 +531,48 @@ impl Kernel {
     }
 
     /// The sandbox `key` is gone: forgotten here and by the supervisor.
-    fn forget(&self, key: &(String, u64)) {
+    fn forget(&self, key: &(String, u64), sandbox: &Sandbox) {
         if let Ok(mut running) = self.running.lock() {
             running.remove(key);
         }
         if let Some(keeper) = &self.keeper {
-            for part in ["group", "listener", "mntns", "root", "ruleset"] {
-                let _ = keeper.drop_view(&format!("kernel-{}-{part}", key.1));
+            let keys = sandbox
+                .kept_keys
+                .lock()
+                .map(|k| k.clone())
+                .unwrap_or_default();
+            for kept in keys {
+                let _ = keeper.drop_view(&kept);
             }
+        }
+    }
+
+    /// Whether session `id`'s sandbox is judged (or about to be) by the
+    /// kernel mechanism.
+    pub fn judges(&self, id: &str) -> bool {
+        let has = |keys: Vec<(String, u64)>| keys.iter().any(|(k, _)| k == id);
+        self.running
+            .lock()
+            .is_ok_and(|r| has(r.keys().cloned().collect()))
+            || self
+                .planned
+                .lock()
+                .is_ok_and(|p| has(p.keys().cloned().collect()))
+    }
+
+    /// Forgets sandboxes whose processes are gone; a session that ended
+    /// while its sandbox still runs has every later open refused.
+    pub fn sweep(&self) {
+        if let Ok(mut planned) = self.planned.lock() {
+            planned.retain(|(id, serial), _| self.authority.is_session(id, *serial));
+        }
+        if let Ok(mut running) = self.running.lock() {
+            running.retain(|(id, serial), sandbox| {
+                if !self.authority.is_session(id, *serial) {
+                    sandbox.group.ended.store(true, Ordering::Release);
+                }
+                !sandbox.stopped()
+            });
         }
     }
 
@@ -491,7 +581,13 @@ impl Kernel {
     /// its calls wait until its processes are killed (closing its group
     /// would allow them).
     pub fn adopt(self: &Arc<Self>, kept: Vec<(String, OwnedFd)>) {
-        let mut by_serial: HashMap<u64, (Option<Kept>, HashMap<String, OwnedFd>)> = HashMap::new();
+        type Parts = (
+            Option<Kept>,
+            Vec<OwnedFd>,
+            HashMap<String, OwnedFd>,
+            Vec<String>,
+        );
+        let mut by_serial: HashMap<u64, Parts> = HashMap::new();
         for (text, fd) in kept {
             let Ok(definition) = serde_json::from_str::<Kept>(&text) else {
                 tracing::error!(definition = %text, "a kept kernel sandbox cannot be read: held");
@@ -499,34 +595,86 @@ impl Kernel {
                 continue;
             };
             let entry = by_serial.entry(definition.serial).or_default();
-            entry.1.insert(definition.part.clone(), fd);
+            entry.3.push(definition.key.clone());
+            if definition.part == "group" {
+                entry.1.push(fd);
+            } else {
+                entry.2.insert(definition.part.clone(), fd);
+            }
             entry.0 = Some(definition);
         }
-        for (_, (definition, mut parts)) in by_serial {
+        for (_, (definition, old_groups, mut parts, keys)) in by_serial {
             let Some(definition) = definition else {
                 continue;
             };
             let taken = (
-                parts.remove("group"),
                 parts.remove("listener"),
                 parts.remove("mntns"),
                 parts.remove("root"),
                 parts.remove("ruleset"),
             );
-            let (Some(group), Some(listener), Some(mnt_ns), Some(root), ruleset) = taken else {
+            // The groups of the servers before: no new event reaches them
+            // (their mount marks go), and they stay open (what a dead
+            // reader left waiting would be allowed by their closing). A
+            // new group of this server's takes the sandbox's opens, so no
+            // answer of this server can meet an event a dead one read
+            // (fanotify matches an answer to its event by descriptor
+            // number, and numbers repeat across processes).
+            for group in &old_groups {
+                // SAFETY: plain syscall on a kept group descriptor.
+                let rc = unsafe {
+                    libc::fanotify_mark(
+                        group.as_raw_fd(),
+                        libc::FAN_MARK_FLUSH | libc::FAN_MARK_MOUNT,
+                        0,
+                        libc::AT_FDCWD,
+                        std::ptr::null(),
+                    )
+                };
+                if rc < 0 {
+                    tracing::error!(error = %std::io::Error::last_os_error(), session = %definition.session, "a previous server's group keeps its marks: the sandbox's opens may wait for good");
+                }
+            }
+            let (Some(listener), Some(mnt_ns), Some(root), ruleset) = taken else {
                 tracing::error!(session = %definition.session, "a kept kernel sandbox lacks a part: its calls wait until it is killed");
-                std::mem::forget(taken);
+                std::mem::forget((taken, old_groups));
                 continue;
             };
-            let group = match fanotify::Group::adopt(group) {
+            let group = match fanotify::Group::new() {
                 Ok(group) => Arc::new(group),
                 Err(error) => {
-                    tracing::error!(%error, session = %definition.session, "a kept kernel sandbox cannot be served");
+                    tracing::error!(%error, session = %definition.session, "a kept kernel sandbox cannot be served: its calls wait until it is killed");
+                    std::mem::forget((listener, old_groups));
                     continue;
                 }
             };
+            let mut marked = true;
+            for mp in &definition.mounts {
+                let relative = mp.trim_start_matches('/');
+                let path = if relative.is_empty() { "." } else { relative };
+                let Ok(c) = CString::new(path) else {
+                    marked = false;
+                    continue;
+                };
+                // SAFETY: `root` is the sandbox's root; `c` NUL-terminated.
+                let rc = unsafe {
+                    libc::fanotify_mark(
+                        group.fd(),
+                        libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
+                        libc::FAN_OPEN_PERM | libc::FAN_OPEN_EXEC_PERM,
+                        root.as_raw_fd(),
+                        c.as_ptr(),
+                    )
+                };
+                marked &= rc == 0;
+            }
+            if !marked || definition.mounts.is_empty() {
+                tracing::error!(session = %definition.session, "a kept kernel sandbox's mounts cannot be marked again: its calls wait until it is killed");
+                std::mem::forget((listener, old_groups, group));
+                continue;
+            }
             let Ok(host_proc) = open_dir("/proc") else {
-                std::mem::forget((group, listener));
+                std::mem::forget((listener, old_groups));
                 continue;
             };
             let ended = !self
@@ -551,30 +699,32 @@ impl Kernel {
                 ruleset,
                 stop: AtomicBool::new(false),
                 judges: Pool::new(),
+                screen: std::sync::Mutex::new(None),
+                kept_keys: std::sync::Mutex::new(keys),
+                retired: old_groups,
             });
+            // This server's group, kept beside the old ones.
+            if let Some(keeper) = &self.keeper {
+                let mut kept = definition.clone();
+                kept.key = format!("kernel-{}-group-{}", definition.serial, std::process::id());
+                kept.part = "group".into();
+                let text = serde_json::to_string(&kept).unwrap_or_default();
+                match keeper.keep(&text, sandbox.group.borrow()) {
+                    Ok(()) => {
+                        if let Ok(mut keys) = sandbox.kept_keys.lock() {
+                            keys.push(kept.key);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "the supervisor cannot keep this sandbox's new group")
+                    }
+                }
+            }
             let key = (definition.session.clone(), definition.serial);
-            tracing::info!(session = %definition.session, ended, "kernel: a sandbox taken over from the previous server");
-            // Kept again, by this server's keeper handle: the supervisor
-            // already holds them under the same keys.
+            tracing::info!(session = %definition.session, ended, retired = sandbox.retired.len(), "kernel: a sandbox taken over from the previous server (a new group; what the old one held waits until killed)");
             if let Err(error) = self.start(key, sandbox, listener) {
                 tracing::error!(%error, "kernel: a kept sandbox cannot be served");
             }
-        }
-    }
-
-    /// Forgets sandboxes whose processes are gone; a session that ended
-    /// while its sandbox still runs has every later open refused.
-    pub fn sweep(&self) {
-        if let Ok(mut planned) = self.planned.lock() {
-            planned.retain(|(id, serial), _| self.authority.is_session(id, *serial));
-        }
-        if let Ok(mut running) = self.running.lock() {
-            running.retain(|(id, serial), sandbox| {
-                if !self.authority.is_session(id, *serial) {
-                    sandbox.group.ended.store(true, Ordering::Release);
-                }
-                !sandbox.stopped()
-            });
         }
     }
 }
@@ -589,6 +739,9 @@ struct Kept {
     session: String,
     serial: u64,
     roots: Vec<String>,
+    /// The sandbox's mount points at or below a root (each marked).
+    #[serde(default)]
+    mounts: Vec<String>,
     uid: u32,
     gid: u32,
     groups: Vec<u32>,
@@ -616,15 +769,29 @@ fn open_dir(path: &str) -> std::io::Result<OwnedFd> {
 }
 
 /// Flushes the group when the policy that judges the session changes (an
-/// edited rules file, seen by the loader within its quarter second).
+/// edited rules file, seen by the loader within its quarter second), and
+/// keeps the session's screen made (in the daemon's context).
 fn watch_policy(authority: &Authority, session: &str, sandbox: &Sandbox) {
     let mut last = authority.policy_stamp(session);
-    while !sandbox.stopped() {
+    loop {
+        if sandbox.screen().is_none() {
+            let made = authority.path_screen(session).map(Arc::new);
+            // A screen made while the policy changed would be stale: kept
+            // only if the stamp held across its making.
+            if authority.policy_stamp(session) == last {
+                if let Ok(mut screen) = sandbox.screen.lock() {
+                    *screen = made;
+                }
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(250));
+        if sandbox.stopped() {
+            return;
+        }
         let now = authority.policy_stamp(session);
         if now != last {
             tracing::info!(%session, "kernel: the policy changed: remembered allows dropped");
-            sandbox.group.flush();
+            sandbox.invalidate();
             last = now;
         }
     }

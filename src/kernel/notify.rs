@@ -57,6 +57,7 @@ pub fn serve(sandbox: Arc<Sandbox>, listener: OwnedFd) {
     let (jobs, queue) = crossbeam_channel::unbounded::<Call>();
     let idle = Arc::new(AtomicUsize::new(0));
     let mut workers = 0usize;
+    let mut callers = Callers::new();
     loop {
         let mut poll = libc::pollfd {
             fd: listener.as_raw_fd(),
@@ -95,7 +96,7 @@ pub fn serve(sandbox: Arc<Sandbox>, listener: OwnedFd) {
                 }
             }
         }
-        let call = match take(&sandbox, &notif) {
+        let call = match take(&sandbox, &mut callers, &notif) {
             Ok(call) => call,
             Err(errno) => {
                 reply(&listener, notif.id, Err(errno));
@@ -227,12 +228,61 @@ fn shape(nr: i64) -> (&'static [(usize, Option<usize>)], Option<usize>) {
 }
 
 /// Reads call `notif`'s arguments out of its caller (as root).
-fn take(sandbox: &Sandbox, notif: &libc::seccomp_notif) -> Result<Call, i32> {
+/// A caller's memory and pidfd, kept by thread id between its calls (a
+/// build makes thousands from the same few threads). A kept memory file
+/// of a thread that exited or exec'd reads nothing (it holds the old
+/// address space, never another process's), so a failed read opens it
+/// afresh; and every call is checked valid after its arguments are read.
+struct Callers {
+    by_tid: std::collections::HashMap<u32, (std::fs::File, OwnedFd)>,
+}
+
+impl Callers {
+    fn new() -> Self {
+        Self {
+            by_tid: std::collections::HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, pid: u32, fresh: bool) -> Result<&(std::fs::File, OwnedFd), i32> {
+        if fresh || !self.by_tid.contains_key(&pid) {
+            if self.by_tid.len() > 1024 {
+                self.by_tid.clear();
+            }
+            let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|_| libc::ESRCH)?;
+            let pidfd = pidfd_of(pid).ok_or(libc::ESRCH)?;
+            self.by_tid.insert(pid, (mem, pidfd));
+        }
+        self.by_tid.get(&pid).ok_or(libc::ESRCH)
+    }
+}
+
+/// Reads call `notif`'s arguments out of its caller (as root): with the
+/// kept memory file first, and once more with a fresh one if that fails.
+fn take(
+    sandbox: &Sandbox,
+    callers: &mut Callers,
+    notif: &libc::seccomp_notif,
+) -> Result<Call, i32> {
+    let kept = callers.get(notif.pid, false)?;
+    match take_with(sandbox, notif, &kept.0, &kept.1) {
+        Ok(call) => Ok(call),
+        Err(_) => {
+            let fresh = callers.get(notif.pid, true)?;
+            take_with(sandbox, notif, &fresh.0, &fresh.1)
+        }
+    }
+}
+
+fn take_with(
+    sandbox: &Sandbox,
+    notif: &libc::seccomp_notif,
+    mem: &std::fs::File,
+    pidfd: &OwnedFd,
+) -> Result<Call, i32> {
     let pid = notif.pid;
     let nr = i64::from(notif.data.nr);
     let args = notif.data.args;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(|_| libc::ESRCH)?;
-    let pidfd = pidfd_of(pid).ok_or(libc::ESRCH)?;
     let (paths_at, fd_arg) = shape(nr);
     let mut paths = Vec::new();
     let mut fds = Vec::new();
@@ -242,10 +292,10 @@ fn take(sandbox: &Sandbox, notif: &libc::seccomp_notif) -> Result<Call, i32> {
         if addr == 0 && nr == libc::SYS_utimensat {
             paths.push(CString::default());
         } else {
-            paths.push(read_cstr(&mem, addr)?);
+            paths.push(read_cstr(mem, addr)?);
         }
         match dirfd_arg.map(|i| args[i] as i32) {
-            Some(fd) if fd != libc::AT_FDCWD => fds.push(Some(get_fd(&pidfd, fd)?)),
+            Some(fd) if fd != libc::AT_FDCWD => fds.push(Some(get_fd(pidfd, fd)?)),
             _ => {
                 fds.push(None);
                 if cwd.is_none() {
@@ -255,42 +305,42 @@ fn take(sandbox: &Sandbox, notif: &libc::seccomp_notif) -> Result<Call, i32> {
         }
     }
     if let Some(i) = fd_arg {
-        fds.push(Some(get_fd(&pidfd, args[i] as i32)?));
+        fds.push(Some(get_fd(pidfd, args[i] as i32)?));
     }
     // The symlink's target is text, not a path to resolve.
     let mut data = Vec::new();
     match nr {
         libc::SYS_openat2 => {
             let size = (args[3] as usize).min(64);
-            data = read_bytes(&mem, args[2], size)?;
+            data = read_bytes(mem, args[2], size)?;
         }
         libc::SYS_setxattr
         | libc::SYS_lsetxattr
         | libc::SYS_removexattr
         | libc::SYS_lremovexattr => {
-            let mut name = read_cstr(&mem, args[1])?.into_bytes_with_nul();
+            let mut name = read_cstr(mem, args[1])?.into_bytes_with_nul();
             if matches!(nr, libc::SYS_setxattr | libc::SYS_lsetxattr) {
                 let size = args[3] as usize;
                 if size > 64 * 1024 {
                     return Err(libc::E2BIG);
                 }
-                let value = read_bytes(&mem, args[2], size)?;
+                let value = read_bytes(mem, args[2], size)?;
                 name.extend_from_slice(&value);
             }
             data = name;
         }
         libc::SYS_fsetxattr | libc::SYS_fremovexattr => {
-            let mut name = read_cstr(&mem, args[1])?.into_bytes_with_nul();
+            let mut name = read_cstr(mem, args[1])?.into_bytes_with_nul();
             if nr == libc::SYS_fsetxattr {
                 let size = args[3] as usize;
                 if size > 64 * 1024 {
                     return Err(libc::E2BIG);
                 }
-                name.extend_from_slice(&read_bytes(&mem, args[2], size)?);
+                name.extend_from_slice(&read_bytes(mem, args[2], size)?);
             }
             data = name;
         }
-        libc::SYS_utimensat if args[2] != 0 => data = read_bytes(&mem, args[2], 32)?,
+        libc::SYS_utimensat if args[2] != 0 => data = read_bytes(mem, args[2], 32)?,
         libc::SYS_utimes | libc::SYS_futimesat => {
             let at = if nr == libc::SYS_utimes {
                 args[1]
@@ -298,10 +348,10 @@ fn take(sandbox: &Sandbox, notif: &libc::seccomp_notif) -> Result<Call, i32> {
                 args[2]
             };
             if at != 0 {
-                data = read_bytes(&mem, at, 32)?;
+                data = read_bytes(mem, at, 32)?;
             }
         }
-        libc::SYS_utime if args[1] != 0 => data = read_bytes(&mem, args[1], 16)?,
+        libc::SYS_utime if args[1] != 0 => data = read_bytes(mem, args[1], 16)?,
         _ => {}
     }
     let _ = sandbox;
@@ -314,8 +364,30 @@ fn take(sandbox: &Sandbox, notif: &libc::seccomp_notif) -> Result<Call, i32> {
         fds,
         cwd,
         data,
-        umask: umask_of(pid),
+        // Only a call that makes something needs it (a read of the status
+        // file is most of a call's cost otherwise).
+        umask: if makes(nr, &args) {
+            umask_of(pid)
+        } else {
+            0o022
+        },
     })
+}
+
+/// Whether call `nr` creates a name (its mode is masked by the umask).
+fn makes(nr: i64, args: &[u64; 6]) -> bool {
+    let creat = (libc::O_CREAT | 0o20000000) as u64;
+    match nr {
+        libc::SYS_open => args[1] & creat != 0,
+        libc::SYS_openat => args[2] & creat != 0,
+        libc::SYS_openat2
+        | libc::SYS_creat
+        | libc::SYS_mkdir
+        | libc::SYS_mkdirat
+        | libc::SYS_mknod
+        | libc::SYS_mknodat => true,
+        _ => false,
+    }
 }
 
 fn pidfd_of(pid: u32) -> Option<OwnedFd> {
@@ -411,13 +483,17 @@ fn work(
         }
         return;
     }
+    idle.fetch_add(1, Ordering::AcqRel);
     loop {
-        idle.fetch_add(1, Ordering::AcqRel);
         let call = queue.recv();
         idle.fetch_sub(1, Ordering::AcqRel);
         let Ok(call) = call else { return };
         let id = call.id;
-        match perform(sandbox, listener, call) {
+        let done = perform(sandbox, listener, call);
+        // Free again before the caller is released: its next call must
+        // not find every worker busy and make a new one.
+        idle.fetch_add(1, Ordering::AcqRel);
+        match done {
             Done::Value(result) => reply(listener, id, result),
             Done::File(file, cloexec) => reply_fd(listener, id, &file, cloexec),
         }
@@ -565,9 +641,11 @@ impl Sandbox {
     /// Judges `paths` as writes (those inside the sandbox's roots) for
     /// call `call`.
     fn judge_writes(&self, call: &Call, accesses: Vec<(String, Access)>, what: &str) -> Verdict {
+        // Outside the roots nothing is judged here; inside, a path no rule
+        // speaks for is allowed by the session's node (the screen).
         let inside: Vec<(String, Access)> = accesses
             .into_iter()
-            .filter(|(p, _)| self.inside(p))
+            .filter(|(p, _)| self.inside(p) && !self.unnamed(p))
             .collect();
         if inside.is_empty() {
             return Ok(());

@@ -34,7 +34,7 @@ mod verdicts;
 
 pub use fs::ViewFs;
 pub use hidden::{hide_dir, hide_mount};
-pub use sys::command_line;
+pub use sys::{command_line, list_fd};
 
 use crate::mount::keeper::Keeper;
 use crate::session::Authority;

@@ -39,7 +39,22 @@ impl PermFs {
         match node {
             Node::Readme => Some(README_TEXT.as_bytes().to_vec()),
             Node::AuditLog => self.audit_path.as_ref().and_then(|p| std::fs::read(p).ok()),
-            Node::SessionJson(s) => self.authority.session_view(s).map(json),
+            Node::SessionJson(s) => self.authority.session_view(s).map(|mut view| {
+                // How this daemon can judge a sandbox's files, and how
+                // this session's are judged (`permfs run --mechanism`).
+                let kernel = self.kernel.get();
+                let mut mechanisms = vec!["fuse"];
+                if kernel.is_some() {
+                    mechanisms.push("kernel");
+                }
+                view["mechanisms"] = serde_json::json!(mechanisms);
+                if kernel.is_some_and(|k| k.judges(s)) {
+                    view["mechanism"] = "kernel".into();
+                } else if view["views"].as_array().is_some_and(|v| !v.is_empty()) {
+                    view["mechanism"] = "fuse".into();
+                }
+                json(view)
+            }),
             Node::RulesJson(s) => self.authority.rules_view(s).map(json),
             Node::InboxItem(s, a) => self.authority.describe_pending(s, a),
             Node::Grant(s, g) => self
