@@ -288,7 +288,7 @@ mod tests {
     /// Runs the program on one call, as the kernel's classic BPF would.
     fn verdict(arch: u32, nr: i64, args: [u64; 6]) -> u32 {
         let p = program();
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&(nr as u32).to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         for (i, a) in args.iter().enumerate() {
