@@ -316,3 +316,40 @@ fn another_uids_writes_are_its_own_and_its_limits_hold() {
     // allow (as natively).
     assert_eq!(field(&out, "rm").as_deref(), Some("0"), "{out}");
 }
+
+/// The daemon's state dir under the sandbox's root is out of its sight
+/// (an empty read-only tmpfs covers it: the kernel mechanism binds the
+/// root itself, so nothing like the view's hiding stands in front of it).
+#[test]
+fn the_state_dir_under_the_root_is_covered() {
+    if !kernel_ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).expect("work");
+    let state = work.join(".state");
+    let daemon = Daemon::start_in(CONFIG, &work, &state);
+    let script = r#"
+      echo "listed=$(ls -A .state 2>/dev/null | wc -l)"
+      echo "audit=$(cat .state/audit.log 2>/dev/null | wc -c)"
+      touch .state/x 2>/dev/null; echo "write=$?"
+    "#;
+    let output = common::permfs_run(&daemon, &[])
+        .current_dir(&work)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .expect("permfs run");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        field(&out, "listed").as_deref(),
+        Some("0"),
+        "{out} {output:?}"
+    );
+    assert_eq!(field(&out, "audit").as_deref(), Some("0"), "{out}");
+    assert_ne!(field(&out, "write").as_deref(), Some("0"), "{out}");
+    assert!(
+        state.join("audit.log").exists(),
+        "the daemon's state is there on the host"
+    );
+}

@@ -584,6 +584,11 @@ impl Laid {
             .arg("--mount")
             .arg(&self.daemon.mountpoint)
             .args(["--name", name])
+            // The layouts of the FUSE view (whose mount points are what a
+            // sandbox must not reach); the kernel mechanism binds the
+            // roots themselves and covers the hidden directories
+            // (tests/kernel.rs).
+            .args(["--mechanism", "fuse"])
             .current_dir(&self.cwd)
             .env("HOME", &self.home)
             .env("STATE", &self.daemon.state_dir)

@@ -62,6 +62,12 @@ impl Daemon {
         Self::start_full(config, None, root, None, &[], None, &[])
     }
 
+    /// Starts a daemon whose root session's cwd is `cwd` and whose state
+    /// is in `state_dir` (which may lie below it).
+    pub fn start_in(config: &str, cwd: &Path, state_dir: &Path) -> Self {
+        Self::start_full(config, Some(cwd), "main", Some(state_dir), &[], None, &[])
+    }
+
     /// Starts a daemon that keeps its state (the audit log) in `state_dir`.
     pub fn start_with_state_dir(config: &str, state_dir: &Path) -> Self {
         Self::start_full(config, None, "main", Some(state_dir), &[], None, &[])
