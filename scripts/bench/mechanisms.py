@@ -115,6 +115,7 @@ for r in range(runs):
         p = subprocess.run([f"{side_dir}/../opens", f"{side_dir}/small", "2000"], check=True, capture_output=True, text=True)
         out.append(float(p.stdout) / 1e3)
     elif task == "creates":
+        os.sync()  # the disk's earlier work is not this side's
         d = f"{side_dir}/made{r}"
         os.mkdir(d)
         p = subprocess.run([f"{side_dir}/../creates", d, "2000"], check=True, capture_output=True, text=True)
