@@ -59,12 +59,16 @@ fn running(state_dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Sessions, pending asks, and each sandbox's mechanism (session id, `kernel`
+/// or `fuse`, from its `session.json`).
+type Counted = (usize, u64, Vec<(String, String)>);
+
 /// Sessions (every directory under `sessions/`, children included) and
 /// pending asks (each root's `pending`: shown, beyond the page, and not
 /// shown to this caller); `Ok(None)` when the mount does not answer in
 /// time, `Err` when what is there is not a permfs mount (a lookalike
 /// directory's counts would be its own inventions).
-fn counts(mountpoint: PathBuf) -> Result<Option<(usize, u64)>, String> {
+fn counts(mountpoint: PathBuf) -> Result<Option<Counted>, String> {
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         if let Err(why) = super::mount_client::verify_permfs(&mountpoint, true) {
@@ -77,9 +81,17 @@ fn counts(mountpoint: PathBuf) -> Result<Option<(usize, u64)>, String> {
             .unwrap_or_default();
         let mut count = 0;
         let mut pending = 0;
+        let mut sandboxes = Vec::new();
         let mut stack = roots.clone();
         while let Some(session) = stack.pop() {
             count += 1;
+            if let Some(view) = read(&session.join("session.json")) {
+                if let (Some(id), Some(mechanism)) =
+                    (view["id"].as_str(), view["mechanism"].as_str())
+                {
+                    sandboxes.push((id.to_string(), mechanism.to_string()));
+                }
+            }
             if let Ok(children) = std::fs::read_dir(session.join("children")) {
                 stack.extend(children.flatten().map(|e| e.path()));
             }
@@ -91,7 +103,8 @@ fn counts(mountpoint: PathBuf) -> Result<Option<(usize, u64)>, String> {
                     + page["notShown"].as_u64().unwrap_or(0);
             }
         }
-        let _ = send.send(Ok((count, pending)));
+        sandboxes.sort();
+        let _ = send.send(Ok((count, pending, sandboxes)));
     });
     match receive.recv_timeout(MOUNT_TIMEOUT) {
         Ok(Ok(counted)) => Ok(Some(counted)),
@@ -181,8 +194,13 @@ pub fn run(args: StatusArgs) -> i32 {
         },
         "restarts": status["restarts"],
         "upgrades": status["upgrades"],
-        "sessions": counted.map(|(s, _)| s),
-        "pendingAsks": counted.map(|(_, p)| p),
+        "sessions": counted.as_ref().map(|(s, _, _)| *s),
+        "pendingAsks": counted.as_ref().map(|(_, p, _)| *p),
+        "sandboxes": counted.as_ref().map(|(_, _, b)| {
+            b.iter()
+                .map(|(id, m)| json!({"session": id, "mechanism": m}))
+                .collect::<Vec<_>>()
+        }),
         "journalBytes": journal_exists.then_some(journal),
     });
     if args.json {
@@ -212,6 +230,14 @@ pub fn run(args: StatusArgs) -> i32 {
     );
     println!("sessions    {}", show(&report["sessions"]));
     println!("pending     {}", show(&report["pendingAsks"]));
+    // Which mechanism judges each running sandbox's files.
+    if let Some(sandboxes) = report["sandboxes"].as_array().filter(|s| !s.is_empty()) {
+        let each: Vec<String> = sandboxes
+            .iter()
+            .map(|b| format!("{} {}", show(&b["session"]), show(&b["mechanism"])))
+            .collect();
+        println!("sandboxes   {}", each.join(", "));
+    }
     println!("journal     {} bytes", show(&report["journalBytes"]));
     0
 }
