@@ -353,3 +353,35 @@ fn the_state_dir_under_the_root_is_covered() {
         "the daemon's state is there on the host"
     );
 }
+
+/// A program's own descriptors by their aliases (`/dev/stderr`,
+/// `/dev/fd/N`, `/proc/self/fd/N`) open as they do natively: the daemon,
+/// which opens for the sandbox, takes the caller's descriptor rather than
+/// its own `/proc/self`; one that names a denied file is still refused.
+#[test]
+fn a_programs_own_descriptors_open_by_their_aliases() {
+    if !kernel_ready() {
+        return;
+    }
+    let daemon = daemon(CONFIG);
+    let script = r#"
+      echo to-stderr > /dev/stderr 2>/dev/null; echo "stderr=$?"
+      exec 3>out3.txt; echo via3 > /dev/fd/3; echo "fd3=$?"; echo "out3=$(cat out3.txt)"
+      echo via-proc > /proc/self/fd/3; echo "proc=$?"
+      (exec 4<.env) 2>/dev/null; echo "env_fd=$?"
+      (echo y > /dev/fd/9) 2>/dev/null; echo "missing=$?"
+    "#;
+    let output = common::permfs_run(&daemon, &[])
+        .args(["--", "sh", "-c", script])
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("permfs run");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(field(&out, "stderr").as_deref(), Some("0"), "{out}");
+    assert_eq!(field(&out, "fd3").as_deref(), Some("0"), "{out}");
+    assert_eq!(field(&out, "out3").as_deref(), Some("via3"), "{out}");
+    assert_eq!(field(&out, "proc").as_deref(), Some("0"), "{out}");
+    assert_ne!(field(&out, "env_fd").as_deref(), Some("0"), "{out}");
+    assert_ne!(field(&out, "missing").as_deref(), Some("0"), "{out}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("to-stderr"));
+}

@@ -49,6 +49,11 @@ struct Call {
     /// Extra bytes: an xattr's value, an `open_how`, a times array.
     data: Vec<u8>,
     umask: u32,
+    /// An open of one of the caller's own descriptors by its alias
+    /// (`/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`): that descriptor,
+    /// taken from the caller (the daemon's `/proc/self` is not the
+    /// caller's).
+    alias: Option<OwnedFd>,
 }
 
 /// Serves the listener until it closes or the sandbox ends.
@@ -355,6 +360,23 @@ fn take_with(
         _ => {}
     }
     let _ = sandbox;
+    let is_open = matches!(
+        nr,
+        libc::SYS_open | libc::SYS_openat | libc::SYS_creat | libc::SYS_openat2
+    );
+    let mut alias = None;
+    if is_open {
+        if let Some(first) = paths.first_mut() {
+            match own_fd(first.to_bytes()) {
+                Some(fd) => alias = Some(get_fd(pidfd, fd)?),
+                None => {
+                    if let Some(mapped) = own_proc(first.to_bytes(), pid) {
+                        *first = mapped;
+                    }
+                }
+            }
+        }
+    }
     Ok(Call {
         id: notif.id,
         nr,
@@ -364,6 +386,7 @@ fn take_with(
         fds,
         cwd,
         data,
+        alias,
         // Only a call that makes something needs it (a read of the status
         // file is most of a call's cost otherwise).
         umask: if makes(nr, &args) {
@@ -372,6 +395,53 @@ fn take_with(
             0o022
         },
     })
+}
+
+/// The descriptor number an open's path names among the caller's own
+/// (`/dev/stdin`, `/dev/stdout`, `/dev/stderr`, `/dev/fd/N`,
+/// `/proc/self/fd/N`, `/proc/thread-self/fd/N`).
+fn own_fd(path: &[u8]) -> Option<i32> {
+    let text = std::str::from_utf8(path).ok()?;
+    match text {
+        "/dev/stdin" => return Some(0),
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let number = ["/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix))?;
+    number.parse().ok().filter(|n: &i32| *n >= 0)
+}
+
+/// `/proc/self/…` and `/proc/thread-self/…` as the caller's own entries in
+/// the sandbox's `/proc` (its pid there, from `NSpid`): the worker that
+/// opens them is not in the sandbox's pid namespace, where `self` would
+/// name nothing.
+fn own_proc(path: &[u8], pid: u32) -> Option<CString> {
+    let text = std::str::from_utf8(path).ok()?;
+    let (rest, thread) = if let Some(rest) = text.strip_prefix("/proc/self") {
+        (rest, false)
+    } else {
+        (text.strip_prefix("/proc/thread-self")?, true)
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let last = |key: &str| -> Option<String> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().last().map(str::to_string))
+    };
+    let (tgid, tid) = (last("NStgid:")?, last("NSpid:")?);
+    let mapped = if thread {
+        format!("/proc/{tgid}/task/{tid}{rest}")
+    } else {
+        format!("/proc/{tgid}{rest}")
+    };
+    CString::new(mapped).ok()
 }
 
 /// Whether call `nr` creates a name (its mode is masked by the umask).
@@ -744,6 +814,34 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
         }
     };
     let cloexec = flags & libc::O_CLOEXEC != 0;
+    if let Some(own) = &call.alias {
+        // The caller's own descriptor, reopened as the kernel reopens a
+        // `/proc/self/fd/N` (the same file), judged at its name if it has
+        // one (a pipe or a socket has none, and no root holds it).
+        if flags & libc::O_CREAT != 0 && flags & libc::O_EXCL != 0 {
+            return Done::Value(Err(libc::EEXIST));
+        }
+        if let Some(name) = sandbox.name_of(own.as_raw_fd()) {
+            let accesses: Vec<(String, Access)> = open_accesses(flags)
+                .into_iter()
+                .map(|a| (name.clone(), a))
+                .collect();
+            let what = format!("a program in the sandbox opens a file to write: {name}");
+            if let Err(e) = sandbox.judge_writes(call, accesses, &what) {
+                return Done::Value(Err(e));
+            }
+        }
+        let reopen = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+        return match openat(
+            sandbox.host_proc.as_raw_fd(),
+            &sandbox.link_of(own),
+            reopen,
+            0,
+        ) {
+            Ok(opened) => Done::File(opened, cloexec),
+            Err(e) => Done::Value(Err(e)),
+        };
+    }
     let Some(path) = call.paths.first() else {
         return Done::Value(Err(libc::EFAULT));
     };
@@ -829,7 +927,6 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             };
             match lookup(dir.as_raw_fd(), &last, flags, mode, resolve) {
                 Ok(opened) => Done::File(opened, cloexec),
-                Err(libc::EEXIST) if !excl => Done::Value(Err(libc::EAGAIN)),
                 Err(e) => Done::Value(Err(e)),
             }
         }
