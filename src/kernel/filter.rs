@@ -174,6 +174,12 @@ pub fn program() -> Vec<libc::sock_filter> {
     p.push(jump(JEQ, libc::SYS_open as u32, 2, 0));
     p.push(jump(JGE, 29, 1, 0));
     p.push(stmt(RET, ALLOW));
+    // `openat`, the commonest open: its flags decide at once.
+    p.push(jump(JEQ, libc::SYS_openat as u32, 0, 4));
+    p.push(stmt(LD_W_ABS, arg_low(2)));
+    p.push(jump(JSET, WRITE_FLAGS, 0, 1));
+    p.push(stmt(RET, NOTIFY));
+    p.push(stmt(RET, ALLOW));
     for hot in [
         libc::SYS_futex,
         libc::SYS_getdents64,
