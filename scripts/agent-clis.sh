@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs that tests/real_clients.rs drives, at pinned
+# Installs the real agent CLIs that tests/agents/real_clients.rs drives, at pinned
 # versions, into DIR (default: target/agent-clis): Claude Code (a native
 # binary shipped in a platform package; its postinstall links it into
 # place) and Codex (a node launcher around a native binary; node >= 16);

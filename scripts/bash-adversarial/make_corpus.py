@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/bash_adversarial.json: bash lines an attacker would
 write (issue 22), each with the verdict a SOUND analysis must give under
-two configurations. Read by tests/bash_adversarial.rs (verdicts, property
-test) and tests/bash_ground_truth.rs (the real bash under strace).
+two configurations. Read by tests/adversarial/bash_adversarial.rs (verdicts, property
+test) and tests/adversarial/bash_ground_truth.rs (the real bash under strace).
 
 Usage: scripts/bash-adversarial/make_corpus.py   (rewrites the fixture)
 
@@ -44,7 +44,7 @@ Placeholders the tests substitute: {tmp} (a private temp root), {mnt} =
 {tmp}/work/proj (the session's cwd), and HOME = {tmp}/home. The layout the
 tests create is in LAYOUT below (the tests read it from the fixture).
 No line may touch anything outside {tmp} but /dev/null, /dev/zero and
-reads of /etc: tests/bash_ground_truth.rs runs the lines the engine
+reads of /etc: tests/adversarial/bash_ground_truth.rs runs the lines the engine
 allows, as they are.
 """
 import json

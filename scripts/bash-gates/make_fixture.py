@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/bash_gates.json: bash tool calls answered by the
 reference's tool-call gate pipeline (`zz-gate-oracle.ts`, pi-permission-system
-20.7.3, see ../shared/reference-oracle/README.md), for tests/bash_gates.rs.
+20.7.3, see ../shared/reference-oracle/README.md), for tests/engine/bash_gates.rs.
 
 Usage: scripts/bash-gates/make_fixture.py ORACLE_PACKAGE_DIR
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/bash_newer_upstream.json for tests/bash_newer_upstream.rs.
+"""Writes tests/fixtures/bash_newer_upstream.json for tests/engine/bash_newer_upstream.rs.
 
 Two parts:
 

@@ -159,7 +159,7 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
 }
 
 /// How permfs judges calls of one tool the agents offer their model: the
-/// one table `tool_request` reads, and what `tests/real_clients.rs` checks
+/// one table `tool_request` reads, and what `tests/agents/real_clients.rs` checks
 /// the installed CLIs' real tool lists against, so that a tool a new
 /// version adds fails that test by name instead of drifting in unnoticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

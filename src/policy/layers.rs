@@ -821,10 +821,10 @@ impl PolicyLoader {
         } else {
             None
         };
-        let outside = Arc::new(super::outside::OutsideGuards::compile(
+        let outside = super::outside::OutsideGuards::shared(
             &self.homes(),
             global.guards.as_deref().unwrap_or_default(),
-        ));
+        );
         if let Some(why) = outside.broken_reason() {
             issues.push(format!("{why}: every write asks a person"));
         }

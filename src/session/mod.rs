@@ -3,7 +3,7 @@
 //!
 //! The library is in folders, each a concept, each using only the ones
 //! listed before it (`docs/architecture.md` draws the map;
-//! `tests/session_dag.rs` holds the files to a DAG):
+//! `tests/engine/session_dag.rs` holds the files to a DAG):
 //! - [`tree`]: the sessions, their asks and grants, and the words that
 //!   change them (spawn rule, `ctl`, decisions, limits);
 //! - [`observe`]: the audit log and the event streams;

@@ -1004,7 +1004,12 @@ mod tests {
     fn unreadable_lines_are_marked() {
         assert!(enumerate("echo 'unterminated && rm -rf /").unparsed);
         assert!(!enumerate("echo ok").unparsed);
-        let deep = format!("{}x{}", "$(".repeat(400), ")".repeat(400));
+        // Nested past MAX_DEPTH: each `$(` is several levels of the tree
+        // (the walk stops near 52 of them), so MAX_DEPTH / 2 is well past
+        // it. (400 of them took 9 s in a test build: past the bound the
+        // walk still reads each level's payload, which grows fast.)
+        let nesting = super::MAX_DEPTH / 2;
+        let deep = format!("{}x{}", "$(".repeat(nesting), ")".repeat(nesting));
         assert!(enumerate(&deep).unparsed);
         let long = "ls ".repeat(super::super::parse::MAX_LINE_BYTES);
         let enumeration = enumerate(&long);

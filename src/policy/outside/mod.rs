@@ -36,7 +36,7 @@ use crate::facts::request::FactSet;
 use globset::{GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use std::cell::RefCell;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 /// The table, compiled into the binary.
 pub const TABLE_JSON: &str = include_str!("table.json");
@@ -217,7 +217,35 @@ fn glob_set(patterns: &[String], homes: &[String]) -> Result<(GlobSet, Vec<usize
     Ok((builder.build().map_err(|e| e.to_string())?, origin))
 }
 
+/// How many compiled sets [`OutsideGuards::shared`] keeps.
+const MAX_SHARED: usize = 16;
+
 impl OutsideGuards {
+    /// [`Self::compile`], shared with the policies built before for the
+    /// same `homes` and `lowered` guards: the set is a function of those
+    /// and of the table alone, and compiling it (a globset per guard) is
+    /// most of the cost of building a policy, which a daemon does for every
+    /// session cwd and again whenever a config layer changes. A few sets
+    /// are kept (a daemon has one home; the global config's `guards` may
+    /// change); past [`MAX_SHARED`] they are let go and compiled anew.
+    pub fn shared(homes: &[String], lowered: &[(String, Setting)]) -> Arc<Self> {
+        type Kept = Vec<(Vec<String>, Vec<(String, Setting)>, Arc<OutsideGuards>)>;
+        static KEPT: Mutex<Kept> = Mutex::new(Vec::new());
+        let mut kept = KEPT.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, guards)) = kept
+            .iter()
+            .find(|(h, l, _)| h.as_slice() == homes && l.as_slice() == lowered)
+        {
+            return Arc::clone(guards);
+        }
+        if kept.len() >= MAX_SHARED {
+            kept.clear();
+        }
+        let guards = Arc::new(Self::compile(homes, lowered));
+        kept.push((homes.to_vec(), lowered.to_vec(), Arc::clone(&guards)));
+        guards
+    }
+
     /// The table compiled for `homes` (the daemon's home and its
     /// canonical spelling), with `lowered` guards off.
     pub fn compile(homes: &[String], lowered: &[(String, Setting)]) -> Self {
@@ -660,6 +688,28 @@ mod tests {
         assert!(lowered
             .settings
             .contains(&("direnv".to_string(), Setting::Ask)));
+    }
+
+    #[test]
+    fn a_shared_set_is_the_one_compiled_for_the_same_homes_and_lowered_guards() {
+        let homes = [format!("{HOME}-shared")];
+        let lowered = [("git-hooks".to_string(), Setting::Allow)];
+        let first = OutsideGuards::shared(&homes, &lowered);
+        assert!(Arc::ptr_eq(
+            &first,
+            &OutsideGuards::shared(&homes, &lowered)
+        ));
+        // Another home, or the guard left on, is compiled afresh.
+        let other = OutsideGuards::shared(&homes, &[]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(other
+            .met(&write_facts(values(".git/hooks/pre-commit")))
+            .is_some());
+        let elsewhere = OutsideGuards::shared(&[format!("{HOME}-other")], &[]);
+        assert!(!Arc::ptr_eq(&other, &elsewhere));
+        assert!(first
+            .settings
+            .contains(&("git-hooks".to_string(), Setting::Allow)));
     }
 
     #[test]

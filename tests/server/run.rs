@@ -6,7 +6,7 @@
 //! one; the tests that bind other uids or a cwd outside main's need root
 //! (to be the operator) and say so too.
 
-mod common;
+use crate::common;
 
 use common::{
     bwrap_works, eventually, permfs_run, run_in_background, run_script, work_dir as work, Daemon,

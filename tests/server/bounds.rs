@@ -10,7 +10,7 @@
 //! and the node table stops at `limits.viewNodes` with `ENOSPC`. These need
 //! root and bubblewrap (`permfs run`), and pass vacuously without them.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_works, run_in_background, run_script, work_dir, Daemon};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! (a hook, `core.fsmonitor`, `.envrc`, a VS Code task) asks a person;
 //! denied, nothing runs when the person's own git runs outside.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_works, run_in_background, work_dir as work, Daemon};
 use std::os::unix::fs::PermissionsExt;

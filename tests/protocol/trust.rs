@@ -7,7 +7,7 @@
 //! the sandbox. Through a real mount, `permfs trust`, `permfs resolve` and
 //! `permfs run` (bwrap), as an operator and an agent use them.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_works, eventually, work_dir as work, Daemon};
 use std::path::Path;

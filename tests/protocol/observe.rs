@@ -1,7 +1,7 @@
 //! Watching and auditing through a real mount: event streams, dry runs,
 //! the hash-chained audit log (also across a SIGKILL).
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use serde_json::Value;

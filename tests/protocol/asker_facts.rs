@@ -5,7 +5,7 @@
 //! in its own `/tmp`, used to take for a harmless `/tmp/x`. Through
 //! `permfs run` (bwrap) against a real mount.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_works, Daemon};
 use std::process::{Command, Stdio};

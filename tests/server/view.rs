@@ -10,7 +10,7 @@
 //! kernel passthrough files, and `permfs run --uid` needs it) and say so
 //! and pass vacuously without them.
 
-mod common;
+use crate::common;
 
 use common::{bwrap_works, eventually, run_in_background, run_script, work_dir as work, Daemon};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -15,9 +15,7 @@
 //! whose verdict differs, marked `LESS RESTRICTIVE` (a hole) or `stricter`
 //! (over-flooring: the benign controls are in the corpus to catch it).
 
-mod adversarial;
-
-use adversarial::{corpus, decided, printable, rank, setup};
+use crate::world::{corpus, decided, printable, rank, setup};
 use std::collections::BTreeMap;
 
 #[test]
@@ -95,7 +93,7 @@ fn the_corpus_is_well_formed() {
         }
         assert!(!entry.why.is_empty(), "{:?} says why", entry.line);
         // Nothing outside the throwaway world but /dev and reads of /etc:
-        // tests/bash_ground_truth.rs runs the lines the engine allows.
+        // tests/adversarial/bash_ground_truth.rs runs the lines the engine allows.
         let chars: Vec<char> = entry.line.chars().collect();
         for (i, c) in chars.iter().enumerate() {
             let starts_word =

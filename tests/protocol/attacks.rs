@@ -7,7 +7,7 @@
 //! These tests need root (to switch uids and make mount namespaces); they
 //! say so and pass vacuously otherwise.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -14,9 +14,7 @@
 //! command) once and lists all that are allowed; the proptest composes two
 //! constructs at random on top.
 
-mod adversarial;
-
-use adversarial::{corpus, printable, setup};
+use crate::world::{corpus, printable, setup};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -6,7 +6,7 @@
 //! distributions ship it, 0666, where this machine has 0600). Whatever
 //! they mount dies with the namespace, so a failing test leaves no mount.
 
-mod common;
+use crate::common;
 
 use common::{is_mounted, Daemon};
 use std::os::unix::fs::PermissionsExt;

@@ -16,7 +16,7 @@
 //! a scratch `HOME`/`CODEX_HOME`; nothing of the machine's own settings is
 //! read or written. Where a CLI is not installed the tests say so and skip.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use permfs::cli::hook_event::tool_map;
@@ -1197,7 +1197,7 @@ fn a_subagents_ask_climbs(cli: Cli) {
 
 // ---- what the hook costs (measurements, run by hand) ----------------------
 //
-// cargo test --release --test real_clients -- --ignored --nocapture --test-threads 1
+// cargo test --release --test agents real_clients:: -- --ignored --nocapture --test-threads 1
 // (PERMFS_BENCH_REPS, PERMFS_BENCH_CALLS change the counts; PERMFS_BENCH_BASELINE
 // names another permfs build to measure alongside, PERMFS_BENCH_STATIC_HOOK the
 // hook as scripts/install-static-hook.sh builds it.)

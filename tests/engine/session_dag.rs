@@ -18,7 +18,7 @@
 //!   defines it, so a folder's face does not stand in for its insides;
 //! - `mod` declarations are structure, not dependencies.
 //!
-//! Run it alone with `cargo test --test session_dag -- --nocapture` to see
+//! Run it alone with `cargo test --test engine session_dag -- --nocapture` to see
 //! the graph.
 
 use regex::Regex;

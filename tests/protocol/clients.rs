@@ -6,7 +6,7 @@
 //! it is given), exits at once from a SIGINT handler with asks pending, and
 //! withdraws what it no longer waits for.
 
-mod common;
+use crate::common;
 
 use common::{eventually, python, Daemon};
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 //! events (tests/fixtures/hooks), each answer checked for its decision and
 //! validated against Codex's published PreToolUse output schema.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use serde_json::Value;

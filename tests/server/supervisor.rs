@@ -6,7 +6,7 @@
 //! sees none, a reader blocked on its answer gets that answer, and no ask
 //! is lost or answered twice (the soak).
 
-mod common;
+use crate::common;
 
 use common::{eventually, python, Daemon};
 use std::collections::HashMap;

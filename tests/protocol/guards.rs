@@ -5,7 +5,7 @@
 //! from the facts, never an agent's broader suggestion. Through a real
 //! mount, as a person and an agent use it.
 
-mod common;
+use crate::common;
 
 use common::{eventually, work_dir as work, Daemon};
 use std::path::{Path, PathBuf};

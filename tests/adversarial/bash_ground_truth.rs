@@ -16,9 +16,7 @@
 //! this test checks the promise against what bash really does. Skipped,
 //! with the reason printed, where strace is missing.
 
-mod adversarial;
-
-use adversarial::{corpus, printable, setup, Judges, Verdict, World};
+use crate::world::{corpus, printable, setup, Judges, Verdict, World};
 use permfs::facts::bash::enumerate;
 use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The authorizer chain through a real mount: links in config order,
 //! missing links skipped, the checkpoint, failures counting as defer.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! a rule's nor a person's); when space returns, asks are answered again
 //! and the log verifies; a deleted log is noticed and reopened.
 
-mod common;
+use crate::common;
 
 use common::Daemon;
 use serde_json::{json, Value};

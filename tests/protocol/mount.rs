@@ -1,7 +1,7 @@
 //! The mount, driven as users drive it: plain file calls, from separate
 //! processes where it matters, against a real FUSE filesystem.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use std::io::Read;

@@ -3,7 +3,7 @@
 //! system's own forwarding client (its `ParentAuthorizer`, unmodified,
 //! installed from npm) asking through it.
 
-mod common;
+use crate::common;
 
 use common::{eventually, listing_of, Daemon};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! write the request, read the answer from the same descriptor, close. Driven from separate processes (python3 and a
 //! shell), as clients would.
 
-mod common;
+use crate::common;
 
 use common::{eventually, python, Daemon};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! `send-keys` to type, `capture-pane` to read the screen) against a real
 //! mount. Skips, saying so, when tmux is not installed.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use std::process::Command;

@@ -13,7 +13,7 @@
 //!
 //! Every disagreement is a failure.
 
-mod common;
+use crate::common;
 
 use permfs::engine::judge;
 use permfs::facts::intent::{is_path_surface, Principal};

@@ -7,7 +7,7 @@
 //! hand-ported and naming its source test, plus `mcp` tool calls that name
 //! only a `tool`, answered by the 20.7.3 gate-pipeline oracle.
 //!
-//! Each case is judged as `tests/bash_gates.rs` judges (PolicyLoader +
+//! Each case is judged as `tests/engine/bash_gates.rs` judges (PolicyLoader +
 //! Requester::facts + judge). permfs may be stricter than the reference
 //! (counted and printed); it must never be less restrictive
 //! (allow < ask < deny): every such case is listed and fails the test.

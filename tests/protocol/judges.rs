@@ -4,7 +4,7 @@
 //! time; meanwhile other reviews are answered within their own timeout;
 //! no judge process is left behind; the daemon's memory stays small.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Daemon};
 use serde_json::{json, Value};
