@@ -775,19 +775,40 @@ fn perform(sandbox: &Sandbox, _listener: &OwnedFd, call: Call) -> Done {
     }
 }
 
+/// An open's accesses as the FUSE view counts them, and a write for one
+/// that creates (the view sees a create as its own request).
 fn open_accesses(flags: i32) -> Vec<Access> {
-    let mut accesses = Vec::with_capacity(2);
-    match flags & libc::O_ACCMODE {
-        libc::O_WRONLY => accesses.push(Access::Write),
-        libc::O_RDWR => accesses.extend([Access::Read, Access::Write]),
-        _ => accesses.push(Access::Read),
-    }
-    if flags & (libc::O_TRUNC | libc::O_CREAT | 0o20000000) != 0
-        && !accesses.contains(&Access::Write)
-    {
+    let mut accesses = crate::view::open_accesses(flags);
+    if flags & (libc::O_CREAT | 0o20000000) != 0 && !accesses.contains(&Access::Write) {
         accesses.push(Access::Write);
     }
     accesses
+}
+
+/// Judges an open with `flags` of the file named `name` (what it does
+/// said by `doing`, for the person).
+fn judge_open(sandbox: &Sandbox, call: &Call, flags: i32, name: &str, doing: &str) -> Verdict {
+    let accesses: Vec<(String, Access)> = open_accesses(flags)
+        .into_iter()
+        .map(|a| (name.to_string(), a))
+        .collect();
+    let what = format!("a program in the sandbox {doing}: {name}");
+    sandbox.judge_writes(call, accesses, &what)
+}
+
+/// Opens `file` (a descriptor of exactly the file judged) afresh with the
+/// caller's `flags`, as the kernel reopens a `/proc/self/fd/N`.
+fn reopen(sandbox: &Sandbox, file: &OwnedFd, flags: i32, cloexec: bool) -> Done {
+    let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
+    match openat(
+        sandbox.host_proc.as_raw_fd(),
+        &sandbox.link_of(file),
+        flags,
+        0,
+    ) {
+        Ok(opened) => Done::File(opened, cloexec),
+        Err(e) => Done::Value(Err(e)),
+    }
 }
 
 fn open(sandbox: &Sandbox, call: &Call) -> Done {
@@ -822,25 +843,11 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             return Done::Value(Err(libc::EEXIST));
         }
         if let Some(name) = sandbox.name_of(own.as_raw_fd()) {
-            let accesses: Vec<(String, Access)> = open_accesses(flags)
-                .into_iter()
-                .map(|a| (name.clone(), a))
-                .collect();
-            let what = format!("a program in the sandbox opens a file to write: {name}");
-            if let Err(e) = sandbox.judge_writes(call, accesses, &what) {
+            if let Err(e) = judge_open(sandbox, call, flags, &name, "opens a file to write") {
                 return Done::Value(Err(e));
             }
         }
-        let reopen = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
-        return match openat(
-            sandbox.host_proc.as_raw_fd(),
-            &sandbox.link_of(own),
-            reopen,
-            0,
-        ) {
-            Ok(opened) => Done::File(opened, cloexec),
-            Err(e) => Done::Value(Err(e)),
-        };
+        return reopen(sandbox, own, flags, cloexec);
     }
     let Some(path) = call.paths.first() else {
         return Done::Value(Err(libc::EFAULT));
@@ -867,25 +874,11 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             let Some(name) = sandbox.name_of(file.as_raw_fd()) else {
                 return Done::Value(Err(libc::EACCES));
             };
-            let accesses: Vec<(String, Access)> = open_accesses(flags)
-                .into_iter()
-                .map(|a| (name.clone(), a))
-                .collect();
-            let what = format!("a program in the sandbox opens a file to write: {name}");
             drop(guard);
-            if let Err(e) = sandbox.judge_writes(call, accesses, &what) {
+            if let Err(e) = judge_open(sandbox, call, flags, &name, "opens a file to write") {
                 return Done::Value(Err(e));
             }
-            let reopen = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW);
-            match openat(
-                sandbox.host_proc.as_raw_fd(),
-                &sandbox.link_of(&file),
-                reopen,
-                0,
-            ) {
-                Ok(opened) => Done::File(opened, cloexec),
-                Err(e) => Done::Value(Err(e)),
-            }
+            reopen(sandbox, &file, flags, cloexec)
         }
         Err(libc::ENOENT) if flags & libc::O_CREAT != 0 || flags & 0o20000000 != 0 => {
             let tmpfile = flags & 0o20000000 != 0;
@@ -903,13 +896,8 @@ fn open(sandbox: &Sandbox, call: &Call) -> Done {
             let Some(name) = sandbox.child_name(&dir, &last) else {
                 return Done::Value(Err(libc::EACCES));
             };
-            let accesses: Vec<(String, Access)> = open_accesses(flags)
-                .into_iter()
-                .map(|a| (name.clone(), a))
-                .collect();
-            let what = format!("a program in the sandbox creates a file: {name}");
             drop(guard);
-            if let Err(e) = sandbox.judge_writes(call, accesses, &what) {
+            if let Err(e) = judge_open(sandbox, call, flags, &name, "creates a file") {
                 return Done::Value(Err(e));
             }
             let _guard = sandbox.namespace.read().unwrap_or_else(|p| p.into_inner());

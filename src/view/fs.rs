@@ -351,7 +351,8 @@ fn attr(ino: u64, st: &libc::stat) -> FileAttr {
 }
 
 /// What opening with `flags` does to the file.
-fn open_accesses(flags: i32) -> Vec<Access> {
+/// The accesses an open with `flags` makes (a truncating open writes).
+pub fn open_accesses(flags: i32) -> Vec<Access> {
     let mut accesses = Vec::with_capacity(2);
     match flags & libc::O_ACCMODE {
         libc::O_WRONLY => accesses.push(Access::Write),

@@ -32,7 +32,7 @@ mod nodes;
 mod sys;
 mod verdicts;
 
-pub use fs::ViewFs;
+pub use fs::{open_accesses, ViewFs};
 pub use hidden::{hide_dir, hide_mount};
 pub use sys::{command_line, list_fd};
 

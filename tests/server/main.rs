@@ -9,6 +9,7 @@
 mod common;
 
 mod bounds;
+mod kernel;
 mod restart;
 mod run;
 mod supervisor;

@@ -587,7 +587,7 @@ impl Laid {
             // The layouts of the FUSE view (whose mount points are what a
             // sandbox must not reach); the kernel mechanism binds the
             // roots themselves and covers the hidden directories
-            // (tests/kernel.rs).
+            // (tests/server/kernel.rs).
             .args(["--mechanism", "fuse"])
             .current_dir(&self.cwd)
             .env("HOME", &self.home)

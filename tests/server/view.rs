@@ -994,7 +994,7 @@ mod moves_property {
 /// The same suite by the kernel mechanism (`permfs run --mechanism
 /// kernel`): fanotify judges the reads, seccomp the writes. The restart
 /// tests above are the FUSE view's own (its connection and node log);
-/// the kernel mechanism's restart is `tests/kernel.rs`'s.
+/// the kernel mechanism's restart is `tests/server/kernel.rs`'s.
 mod by_kernel {
     macro_rules! twins {
         ($($name:ident),* $(,)?) => {

@@ -2,13 +2,13 @@
 //! kernel`): what it refuses outright (the ways around a mount mark), when
 //! the kernel's remembered allows are dropped (a policy edit, a grant
 //! revoked, a rename or a hard link on the host), and that a server killed
-//! while an open waits allows nothing. `tests/view.rs` runs the view
+//! while an open waits allows nothing. `tests/server/view.rs` runs the view
 //! suite by both mechanisms (its `by_kernel` twins).
 //!
 //! They need root (fanotify's permission events) and bubblewrap, and say
 //! so and are counted as skipped without them.
 
-mod common;
+use crate::common;
 
 use common::{eventually, run_in_background, run_script, work_dir as work, Daemon};
 use std::os::unix::fs::PermissionsExt;
