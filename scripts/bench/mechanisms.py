@@ -24,7 +24,9 @@ the repetitions are reported, with the ratio against no-view and native.
 `start` is `permfs run -- true` itself.
 
 Tasks: grep -r (a word in no file), git status, find -printf %s (a stat
-per file), opens (C: open+read+close of 2,000 4 KiB files), creates (C:
+per file), opens (C: open+read+close of 2,000 4 KiB files), ruled (the
+same, of 2,000 files a rule names, `*/ruled/*: allow`, so each first open
+is a rule-answered judgment, none remembered ahead), creates (C:
 2,000 64-byte files made, timed; removed after, untimed), read / write
 (256 MiB sequentially, 1 MiB calls, warm cache; MiB/s).
 """
@@ -46,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as b  # noqa: E402
 
 SIDES = ["native", "no-view", "fuse", "kernel"]
-TASKS = ["grep", "git", "find", "opens", "creates", "read", "write"]
+TASKS = ["grep", "git", "find", "opens", "ruled", "creates", "read", "write"]
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": "/nonexistent", "GIT_AUTHOR_NAME": "b",
            "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
-CONFIG = {"permission": {"*": "allow", "path": {"*.env": "deny", "*.pem": "deny"},
+CONFIG = {"permission": {"*": "allow", "path": {"*.env": "deny", "*.pem": "deny", "*/ruled/*": "allow"},
                          "external_directory": "ask"}}
 
 C_OPENS = r"""
@@ -111,8 +113,9 @@ for r in range(runs):
         out.append(wall(["git", "status", "--porcelain"], cwd=f"{side_dir}/repo"))
     elif task == "find":
         out.append(wall(["find", f"{side_dir}/repo", "-printf", "%s\n"]))
-    elif task == "opens":
-        p = subprocess.run([f"{side_dir}/../opens", f"{side_dir}/small", "2000"], check=True, capture_output=True, text=True)
+    elif task in ("opens", "ruled"):
+        folder = "small" if task == "opens" else "ruled"
+        p = subprocess.run([f"{side_dir}/../opens", f"{side_dir}/{folder}", "2000"], check=True, capture_output=True, text=True)
         out.append(float(p.stdout) / 1e3)
     elif task == "creates":
         os.sync()  # the disk's earlier work is not this side's
@@ -158,6 +161,12 @@ def make_side(root: Path, files: int, mib: int) -> None:
     block = os.urandom(4096)
     for i in range(2000):
         (small / f"f{i:05}").write_bytes(block)
+    # Files a rule names (`*/ruled/*: allow`): each first open is judged by a
+    # walk (no directory's first miss remembers them ahead).
+    ruled = root / "ruled"
+    ruled.mkdir()
+    for i in range(2000):
+        (ruled / f"f{i:05}").write_bytes(block)
     chunk = os.urandom(1 << 20)
     with open(root / "big", "wb") as f:
         for _ in range(mib):
@@ -224,7 +233,7 @@ def main() -> int:
                         first[(side, task)].append(runs[0])
                         repeated[(side, task)].append(statistics.median(runs[1:]))
         after = b.machine()
-        units = {"grep": "ms", "git": "ms", "find": "ms", "opens": "µs/file", "creates": "µs/file",
+        units = {"grep": "ms", "git": "ms", "find": "ms", "opens": "µs/file", "ruled": "µs/file", "creates": "µs/file",
                  "read": "MiB/s", "write": "MiB/s"}
         print(f"# scripts/bench/mechanisms.py --repetitions {args.repetitions} --files {args.files} "
               f"(commit {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=b.REPO).stdout.strip()})")
