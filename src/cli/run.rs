@@ -157,6 +157,7 @@ fn wall_binary(
     exe: PathBuf,
     uid: Option<u32>,
     views: &[(PathBuf, PathBuf)],
+    stage: Option<&Path>,
 ) -> Result<PathBuf, String> {
     let Some(uid) = uid else {
         return Ok(exe);
@@ -168,7 +169,7 @@ fn wall_binary(
     if exe.ancestors().skip(1).all(passes) {
         return Ok(exe);
     }
-    let Some(dir) = views.first().and_then(|(_, view)| view.parent()) else {
+    let Some(dir) = stage.or_else(|| views.first().and_then(|(_, view)| view.parent())) else {
         return Ok(exe);
     };
     let meta = std::fs::metadata(&exe)
@@ -206,6 +207,29 @@ fn wall_binary(
         }
     }
     Ok(staged)
+}
+
+/// Where root stages the wall's binary for a kernel-mechanism sandbox of
+/// another uid: `/run/permfs-wall`, made 0711 by root, refused when it is
+/// not root's or others may write it (a binary planted there would run as
+/// the sandbox's wall).
+fn kernel_stage_dir() -> Result<PathBuf, String> {
+    let dir = PathBuf::from("/run/permfs-wall");
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {
+            let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is not a directory only root may write: the wall's binary is not staged there",
+            dir.display()
+        ));
+    }
+    Ok(dir)
 }
 
 /// Where the `permfs` binary appears inside the sandbox for the wall.
@@ -372,10 +396,15 @@ fn start(args: RunArgs) -> Result<i32, String> {
             let exe = std::env::current_exe().map_err(|e| {
                 format!("cannot find the permfs binary for the sandbox's wall: {e}")
             })?;
-            // (The kernel mechanism's views are the roots themselves: there
-            // is no views directory to stage the binary in.)
-            let uid = args.uid.filter(|_| euid == 0 && !kernel);
-            Some(wall_binary(exe, uid, &views)?)
+            // (The kernel mechanism's views are the roots themselves: the
+            // binary is staged in a root-owned directory of its own.)
+            let uid = args.uid.filter(|_| euid == 0);
+            let stage = if kernel {
+                Some(kernel_stage_dir()?)
+            } else {
+                None
+            };
+            Some(wall_binary(exe, uid, &views, stage.as_deref())?)
         },
         views,
         kernel,
