@@ -1280,10 +1280,11 @@ fn supervise(bwrap: &Path, sandbox: &Sandbox, uid: Option<u32>) -> Result<ExitSt
     // A pi child polls its forwarding view for an answer and would wait
     // out its own 10 minutes on a dead one: when the authority stops
     // answering, the agent is stopped within seconds instead.
-    let gone = sandbox
-        .pi
-        .as_ref()
-        .map(|_| watch_authority(sandbox.session_dir.join("session.json")));
+    // The kernel mechanism's marks end with the daemon and its supervisor:
+    // a sandbox left running then would read its files unjudged, so it is
+    // stopped too.
+    let gone = (sandbox.pi.is_some() || sandbox.kernel)
+        .then(|| watch_authority(sandbox.session_dir.join("session.json")));
     let mut stopped_for: Option<String> = None;
     let mut stopped_at: Option<std::time::Instant> = None;
     let reader = {

@@ -95,9 +95,13 @@ pub fn serve(sandbox: Arc<Sandbox>, listener: OwnedFd) {
             let error = std::io::Error::last_os_error();
             match error.raw_os_error() {
                 Some(libc::EINTR) | Some(libc::ENOENT) => continue,
+                // Never given up on an error: returning would close the
+                // sandbox's fanotify group, which allows what it holds.
+                // Only the listener's hang-up (no process left) ends this.
                 _ => {
-                    tracing::error!(%error, "kernel: the seccomp listener cannot be read");
-                    return;
+                    tracing::error!(%error, "kernel: the seccomp listener cannot be read; trying again");
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
                 }
             }
         }
